@@ -1,0 +1,271 @@
+"""memctl: the command line of memoryd (SPEC §12 CLI contract).
+
+Exit codes: 0 ok, 1 the daemon answered with an error, 2 usage, 3 the daemon is unavailable.
+``--json`` prints the reply's result as one JSON object on stdout; errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, get_args
+
+import msgspec
+
+from memctl import paths, protocol, render
+from memctl.transport import Client, DaemonUnavailable, MessageTooLarge
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+QUICK_BUDGET_S = 1.5
+BULK_BUDGET_S = 30.0
+IMPORT_CHUNK_BYTES = 3 * 1024 * 1024
+FOLLOW_WAIT_MS = 25_000
+
+_json = msgspec.json.Encoder()
+
+
+class Failed(Exception):
+    """A command failed with a message for stderr and an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Session:
+    """What one invocation needs: the client, the project, output mode."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.as_json: bool = args.json
+        self.project = os.path.abspath(args.project or os.getcwd())
+        self.client = Client(budget_s=args.timeout or QUICK_BUDGET_S)
+
+    def call(self, request: protocol.Request, budget_s: float | None = None) -> Any:
+        """Send, report background errors, return the result or raise ``Failed``."""
+        request.project = self.project
+        budget = self.args.timeout or budget_s
+        try:
+            reply = self.client.call(request, budget)
+        except DaemonUnavailable as exc:
+            raise Failed(_unavailable_hint(exc), EXIT_UNAVAILABLE) from None
+        except MessageTooLarge as exc:
+            raise Failed(str(exc)) from None
+        for error in reply.previous_errors:
+            print(f"memoryd {error.severity}: {error.description}", file=sys.stderr)
+        if isinstance(reply, protocol.Error):
+            raise Failed(f"{reply.code.value}: {reply.message}")
+        return reply.result
+
+    def emit(self, result: Any, human: Callable[[Any], str]) -> None:
+        if self.as_json:
+            sys.stdout.write(_json.encode(result).decode() + "\n")
+        else:
+            text = human(result)
+            if text:
+                print(text)
+
+
+def _unavailable_hint(exc: DaemonUnavailable) -> str:
+    where = paths.ipc_path(exc.endpoint) or exc.endpoint
+    return (
+        f"memoryd is not running ({exc.reason}: {where}). "
+        "Start it with `memoryd run &` or `systemctl --user start memoryd`."
+    )
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_status(s: Session) -> None:
+    s.emit(s.call(protocol.StatusRequest()), render.status)
+
+
+def cmd_remember(s: Session) -> None:
+    a = s.args
+    text = sys.stdin.read() if a.text == "-" else a.text
+    request = protocol.Remember(content=text, category=a.category, section=a.section,
+                                tags=a.tag, file_paths=a.file, pin=a.pin)  # fmt: skip
+    s.emit(s.call(request), render.remembered)
+
+
+def cmd_search(s: Session) -> None:
+    a = s.args
+    if a.query != "-":
+        request = protocol.Search(query=a.query, k=a.k, archive=a.archive, files=a.file)
+        s.emit(s.call(request), render.search)
+        return
+    # Batch mode: one query per stdin line, one JSON object per output line, one connection.
+    for line in sys.stdin:
+        query = line.rstrip("\n")
+        if query.strip():
+            result = s.call(protocol.Search(query=query, k=a.k, archive=a.archive, files=a.file))
+            sys.stdout.write(_json.encode({"query": query, **msgspec.to_builtins(result)}).decode() + "\n")
+            sys.stdout.flush()
+
+
+def cmd_list(s: Session) -> None:
+    a = s.args
+    request = protocol.ListEntries(category=a.category, status=a.status, archived=a.archived, limit=a.limit)
+    s.emit(s.call(request), render.listing)
+
+
+def cmd_forget(s: Session) -> None:
+    s.emit(s.call(protocol.Forget(target=s.args.target, confirm=s.args.yes)), render.forgotten)
+
+
+def cmd_pin(s: Session) -> None:
+    s.emit(s.call(protocol.Pin(target=s.args.target)), render.pinned)
+
+
+def cmd_unpin(s: Session) -> None:
+    s.emit(s.call(protocol.Unpin(target=s.args.target)), render.pinned)
+
+
+def _read_lines(source: str) -> list[str]:
+    if source == "-":
+        return sys.stdin.read().splitlines()
+    try:
+        with open(source, encoding="utf-8") as fh:
+            return fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Failed(f"cannot read {source}: {exc}", EXIT_USAGE) from None
+
+
+def _chunks(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """Split lines into requests under the daemon's message limit; yields (first line no, lines)."""
+    start, size, chunk = 1, 0, []
+    for number, line in enumerate(lines, start=1):
+        if chunk and size + len(line) + 16 > IMPORT_CHUNK_BYTES:
+            yield start, chunk
+            start, size, chunk = number, 0, []
+        chunk.append(line)
+        size += len(line.encode()) + 16
+    if chunk:
+        yield start, chunk
+
+
+def cmd_import(s: Session) -> None:
+    total = {"imported": 0, "duplicates": 0, "rejected": []}
+    for first, chunk in _chunks(_read_lines(s.args.source)):
+        result = s.call(protocol.Import(lines=chunk, first_line=first), BULK_BUDGET_S)
+        total["imported"] += result["imported"]
+        total["duplicates"] += result["duplicates"]
+        total["rejected"] += result["rejected"]
+    s.emit(total, render.imported)
+    if total["rejected"] and not total["imported"] and not total["duplicates"]:
+        raise Failed("nothing imported")
+
+
+def cmd_export(s: Session) -> None:
+    result = s.call(protocol.Export(include_archived=s.args.archived), BULK_BUDGET_S)
+    lines = "".join(_json.encode(e).decode() + "\n" for e in result["entries"])
+    if s.args.target in (None, "-"):
+        sys.stdout.write(lines)
+        return
+    try:
+        with open(s.args.target, "w", encoding="utf-8") as fh:
+            fh.write(lines)
+    except OSError as exc:
+        raise Failed(f"cannot write {s.args.target}: {exc}", EXIT_USAGE) from None
+    print(f"exported {len(result['entries'])} entries to {s.args.target}", file=sys.stderr)
+
+
+def cmd_audit(s: Session) -> None:
+    result = s.call(protocol.AuditTail(n=s.args.n))
+    _print_events(result["events"])
+    last = result["last_seq"]
+    while s.args.follow:
+        request = protocol.AuditTail(n=10_000, after_seq=last, wait_ms=FOLLOW_WAIT_MS)
+        result = s.call(request, FOLLOW_WAIT_MS / 1000 + 5)
+        _print_events(result["events"])
+        last = max([last, result["last_seq"], *(e["seq"] for e in result["events"])])
+
+
+def _print_events(events: list[dict[str, Any]]) -> None:
+    for event in events:
+        sys.stdout.write(_json.encode(event).decode() + "\n")
+    sys.stdout.flush()
+
+
+def cmd_check(s: Session) -> None:
+    result = s.call(protocol.Check(), BULK_BUDGET_S)
+    s.emit(result, render.checked)
+    if not result["ok"]:
+        raise Failed("check found problems")
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    categories = list(get_args(protocol.Category))
+    statuses = list(get_args(protocol.Status))
+    parser = argparse.ArgumentParser(prog="memctl", description="Talk to the memoryd daemon.")
+    parser.add_argument("--json", action="store_true", help="machine output: one JSON object")
+    parser.add_argument("--project", metavar="DIR", help="act on the project of DIR (default: cwd)")
+    parser.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[Session], None], help_text: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd.set_defaults(func=func)
+        return cmd
+
+    add("status", cmd_status, "daemon and project status")
+    p = add("remember", cmd_remember, "store TEXT in project memory ('-' reads stdin)")
+    p.add_argument("text")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--category", choices=categories)
+    kind.add_argument("--section")
+    p.add_argument("--tag", action="append", default=[])
+    p.add_argument("--file", action="append", default=[])
+    p.add_argument("--pin", action="store_true")
+    p = add("search", cmd_search, "search memory; '-' reads one query per stdin line")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--archive", action="store_true", help="search archived entries instead")
+    p.add_argument("--file", action="append", default=[], help="a file you are working on")
+    p = add("list", cmd_list, "list entries")
+    p.add_argument("category", nargs="?", choices=categories)
+    p.add_argument("--status", choices=statuses)
+    p.add_argument("--archived", action="store_true")
+    p.add_argument("--limit", type=int, default=1000)
+    p = add("forget", cmd_forget, "delete entries by id or keyword")
+    p.add_argument("target", metavar="ID|KEYWORD")
+    p.add_argument("--yes", action="store_true", help="forget every entry the keyword matches")
+    for name, func in (("pin", cmd_pin), ("unpin", cmd_unpin)):
+        p = add(name, func, f"{name} an entry (always injected when pinned)")
+        p.add_argument("target", metavar="ID|KEYWORD")
+    p = add("import", cmd_import, "import JSONL entries from FILE or '-'")
+    p.add_argument("source", metavar="FILE|-")
+    p = add("export", cmd_export, "export entries as JSONL to FILE or stdout")
+    p.add_argument("target", nargs="?", metavar="FILE|-")
+    p.add_argument("--archived", action="store_true", help="include archived entries")
+    p = add("audit", cmd_audit, "show the audit log, one JSON object a line")
+    p.add_argument("-n", type=int, default=20)
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    add("check", cmd_check, "verify database, audit chain and index")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.timeout is not None and args.timeout <= 0:
+        print("memctl: --timeout must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    session = Session(args)
+    try:
+        args.func(session)
+        return EXIT_OK
+    except Failed as exc:
+        print(f"memctl: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    finally:
+        session.client.close()

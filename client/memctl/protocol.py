@@ -1,0 +1,397 @@
+"""The memoryd wire schema: the one contract between the daemon and every client.
+
+Transport: a ZeroMQ ROUTER on the daemon side; one frame per message after the routing
+envelope, encoded as MessagePack by msgspec. Requests are a tagged union on ``op``; every request
+carries ``v`` (the protocol version, which moves separately from the package version) and ``id``
+(echoed in the reply). Replies are ``Ok`` or ``Error``, tagged on ``status``.
+
+Compatibility rules: both sides ignore unknown fields, so adding an optional field is not a
+breaking change; removing or retyping one is, and bumps ``PROTOCOL_VERSION``.
+
+The daemon imports this module; this module imports nothing of the daemon.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+Category = Literal[
+    "task_progress",
+    "discovery",
+    "file_change",
+    "warning",
+    "decision",
+    "error",
+    "pattern",
+    "architecture",
+    "spec",
+    "preference",
+]
+Status = Literal["candidate", "confirmed", "pinned"]
+ArchivedReason = Literal["superseded", "stale", "evicted", "user"]
+SourceKind = Literal["user", "agent", "transcript", "memory-bank", "import"]
+
+RequestId = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | Annotated[str, msgspec.Meta(max_length=128)]
+Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
+ShortText = Annotated[str, msgspec.Meta(max_length=4096)]
+PathText = Annotated[str, msgspec.Meta(max_length=4096)]
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
+class ErrorCode(enum.StrEnum):
+    BAD_REQUEST = "bad_request"
+    NOT_FOUND = "not_found"
+    FORBIDDEN = "forbidden"
+    TOO_LARGE = "too_large"
+    CONFLICT = "conflict"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+    VERSION_MISMATCH = "version_mismatch"
+
+
+# --------------------------------------------------------------------------- data model
+
+
+class Source(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where an entry came from (SPEC §2)."""
+
+    kind: SourceKind = "user"
+    agent: str | None = None
+    session_id: str | None = None
+    transcript_path: str | None = None
+    offset: int | None = None
+    rule_id: str | None = None
+
+
+class Entry(msgspec.Struct, frozen=True, kw_only=True):
+    """One atom of project memory (SPEC §2). All times are UTC epoch seconds."""
+
+    id: str
+    fingerprint: str
+    content: str
+    category: Category
+    section: str
+    importance: float
+    confidence: float
+    status: Status
+    archived: bool = False
+    archived_reason: ArchivedReason | None = None
+    superseded_by: str | None = None
+    source: Source = Source()
+    file_paths: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    access_count: int = 0
+    last_accessed_at: float | None = None
+    created_at: float
+    updated_at: float
+
+
+class BackgroundError(msgspec.Struct, frozen=True):
+    """A background failure not yet reported to any client (seed 002 error history)."""
+
+    timestamp: float
+    description: str
+    severity: Literal["info", "warning", "error"] = "error"
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class Request(msgspec.Struct, tag_field="op", kw_only=True):
+    """Base of every request. ``project`` is the client's working directory: the daemon resolves
+    the project from it (SPEC §3) and the request can touch only that project."""
+
+    v: int = PROTOCOL_VERSION
+    id: RequestId = 0
+    project: PathText | None = None
+
+
+class Hello(Request, tag="hello"):
+    """Report the daemon's protocol and package versions."""
+
+    client_version: str = ""
+
+
+class StatusRequest(Request, tag="status"):
+    """Show the daemon and the current project: entry counts, sessions, SLO, recent errors."""
+
+
+class Remember(Request, tag="remember"):
+    """Store TEXT in project memory (confirmed, or pinned with --pin)."""
+
+    content: Annotated[str, msgspec.Meta(max_length=65_536)]
+    category: Category | None = None
+    section: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    tags: Annotated[list[Tag], msgspec.Meta(max_length=32)] = []
+    file_paths: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+    pin: bool = False
+
+
+class Search(Request, tag="search"):
+    """Search project memory (or the archive) and show scored results."""
+
+    query: Annotated[str, msgspec.Meta(max_length=8192)]
+    k: Limit = 5
+    archive: bool = False
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+
+
+class ListEntries(Request, tag="list"):
+    """List entries, optionally by category and status."""
+
+    category: Category | None = None
+    status: Status | None = None
+    archived: bool = False
+    limit: Limit = 1000
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class Forget(Request, tag="forget"):
+    """Delete an entry by id, or every entry matching a keyword (several need --yes)."""
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+    confirm: bool = False
+
+
+class Pin(Request, tag="pin"):
+    """Pin an entry (by id or keyword) so it is always injected."""
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class Unpin(Request, tag="unpin"):
+    """Unpin an entry (by id or keyword); it stays as confirmed."""
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class Import(Request, tag="import"):
+    """Import JSONL lines (content plus optional category, section, tags, file_paths, created_at)."""
+
+    lines: Annotated[list[str], msgspec.Meta(max_length=100_000)]
+    first_line: Annotated[int, msgspec.Meta(ge=1)] = 1
+
+
+class Export(Request, tag="export"):
+    """Export active entries as JSONL, one entry a line, sorted by id."""
+
+    include_archived: bool = False
+
+
+class AuditTail(Request, tag="audit_tail"):
+    """Show audit events. With ``after_seq`` and ``wait_ms`` the daemon holds the request until a
+    newer event exists or the wait ends (long poll, used by ``audit --follow``)."""
+
+    n: Limit = 20
+    after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 0
+
+
+class Check(Request, tag="check"):
+    """Verify the project's database integrity, audit hash chain and search index."""
+
+
+class Shutdown(Request, tag="shutdown"):
+    """Stop the daemon gracefully."""
+
+
+AnyRequest = (
+    Hello
+    | StatusRequest
+    | Remember
+    | Search
+    | ListEntries
+    | Forget
+    | Pin
+    | Unpin
+    | Import
+    | Export
+    | AuditTail
+    | Check
+    | Shutdown
+)
+REQUEST_TYPES: tuple[type[Request], ...] = (
+    Hello,
+    StatusRequest,
+    Remember,
+    Search,
+    ListEntries,
+    Forget,
+    Pin,
+    Unpin,
+    Import,
+    Export,
+    AuditTail,
+    Check,
+    Shutdown,
+)
+
+
+class Envelope(msgspec.Struct):
+    """Just enough of a request to answer it when the rest does not decode."""
+
+    id: Any = None
+    v: Any = None
+    op: Any = None
+
+
+# --------------------------------------------------------------------------- results
+
+
+class HelloResult(msgspec.Struct, kw_only=True):
+    protocol: int
+    version: str
+    pid: int
+
+
+class DaemonInfo(msgspec.Struct, kw_only=True):
+    version: str
+    protocol: int
+    pid: int
+    uptime_s: float
+    socket: str
+
+
+class EntryCounts(msgspec.Struct, kw_only=True):
+    candidate: int = 0
+    confirmed: int = 0
+    pinned: int = 0
+    archived: int = 0
+
+
+class ProjectInfo(msgspec.Struct, kw_only=True):
+    root: str
+    slug: str
+    entries: EntryCounts
+    sessions: int
+    index: dict[str, Any]
+
+
+class SloInfo(msgspec.Struct, kw_only=True):
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    degraded: bool = False
+    samples: int = 0
+
+
+class StatusResult(msgspec.Struct, kw_only=True):
+    daemon: DaemonInfo
+    project: ProjectInfo | None
+    slo: SloInfo
+    errors: list[BackgroundError]
+
+
+class RememberResult(msgspec.Struct, kw_only=True):
+    id: str
+    duplicate: bool
+    status: Status
+
+
+class ScoredEntry(msgspec.Struct, kw_only=True):
+    id: str
+    content: str
+    category: Category
+    status: Status
+    score: float
+    importance: float
+    tags: tuple[str, ...] = ()
+    file_paths: tuple[str, ...] = ()
+    archived: bool = False
+
+
+class SearchResult(msgspec.Struct, kw_only=True):
+    results: list[ScoredEntry]
+
+
+class ListResult(msgspec.Struct, kw_only=True):
+    entries: list[Entry]
+    total: int
+
+
+class ForgetResult(msgspec.Struct, kw_only=True):
+    forgotten: list[str]
+
+
+class PinResult(msgspec.Struct, kw_only=True):
+    id: str
+    status: Status
+
+
+class RejectedLine(msgspec.Struct, kw_only=True):
+    line: int
+    reason: str
+
+
+class ImportResult(msgspec.Struct, kw_only=True):
+    imported: int
+    duplicates: int
+    rejected: list[RejectedLine]
+
+
+class ExportResult(msgspec.Struct, kw_only=True):
+    entries: list[Entry]
+
+
+class AuditResult(msgspec.Struct, kw_only=True):
+    events: list[dict[str, Any]]
+    last_seq: int
+
+
+class CheckResult(msgspec.Struct, kw_only=True):
+    ok: bool
+    database: str
+    audit: str
+    index: str
+
+
+class ShutdownResult(msgspec.Struct, kw_only=True):
+    stopping: bool
+
+
+# --------------------------------------------------------------------------- replies
+
+
+class Ok(msgspec.Struct, tag_field="status", tag="ok", kw_only=True):
+    id: Any
+    result: Any
+    previous_errors: list[BackgroundError] = []
+
+
+class Error(msgspec.Struct, tag_field="status", tag="error", kw_only=True):
+    id: Any
+    code: ErrorCode
+    message: str
+    previous_errors: list[BackgroundError] = []
+
+
+Reply = Ok | Error
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(AnyRequest)
+_envelope_decoder = msgspec.msgpack.Decoder(Envelope)
+_reply_decoder = msgspec.msgpack.Decoder(Reply)
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    return _encoder.encode(message)
+
+
+def decode_request(frame: bytes) -> AnyRequest:
+    """Decode a request frame; raises ``msgspec.DecodeError`` / ``ValidationError`` when invalid."""
+    return _request_decoder.decode(frame)
+
+
+def decode_envelope(frame: bytes) -> Envelope:
+    """Best-effort decode of the id of a request that failed to decode; raises when hopeless."""
+    return _envelope_decoder.decode(frame)
+
+
+def decode_reply(frame: bytes) -> Reply:
+    return _reply_decoder.decode(frame)

@@ -1,0 +1,127 @@
+"""The composition root: settings → logging → runtime dir and lock → registry → server → jobs,
+torn down in reverse. The only place where the parts meet."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from memctl import __version__, paths
+from memctl import protocol as p
+
+from memoryd import config, logs, messages, runtime
+from memoryd.background import BackgroundErrors
+from memoryd.jobs import Jobs
+from memoryd.registry import ProjectRegistry
+from memoryd.server.handlers import DaemonContext
+from memoryd.server.loop import Server
+
+
+class Daemon:
+    def __init__(self, settings: config.Settings, config_file: Path | None) -> None:
+        self.settings = settings
+        self.config_file = config_file
+        self.log: Any = logs.get()
+        self.server: Server | None = None
+        self.jobs: Jobs | None = None
+        self.registry: ProjectRegistry | None = None
+
+    def run(self) -> int:
+        started = time.monotonic()
+        endpoint = paths.endpoint()
+        socket_path = paths.ipc_path(endpoint)
+        with contextlib.ExitStack() as stack:
+            runtime.prepare_private_dir(paths.runtime_dir())
+            lock = runtime.InstanceLock(paths.runtime_dir() / "memoryd.lock")
+            lock.acquire()
+            stack.callback(lock.release)
+
+            errors = BackgroundErrors()
+            errors.on_record = lambda e: self.log.warning("background_error", description=e.description, severity=e.severity)
+            data_root = config.data_dir(self.settings)
+            data_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.registry = ProjectRegistry(data_root, self.settings.storage, errors)
+            stack.callback(self.registry.close)
+
+            zctx: zmq.Context[Any] = zmq.Context()
+            stack.callback(zctx.term)
+            context = DaemonContext(self.registry, errors, endpoint, self._request_stop)
+            self.server = Server(
+                zctx,
+                context,
+                max_message_bytes=self.settings.server.max_message_bytes,
+                reply_cache_size=self.settings.server.reply_cache_size,
+                on_internal=self._on_internal,
+                log=self.log,
+            )
+            stack.callback(self.server.close)
+            if socket_path is not None:
+                # We hold the lock, so a socket file left here is a dead daemon's.
+                socket_path.unlink(missing_ok=True)
+                stack.callback(socket_path.unlink, missing_ok=True)
+            with runtime.private_umask():
+                self.server.bind(endpoint)
+
+            self.jobs = Jobs(zctx, index_commit_s=self.settings.jobs.index_commit_s)
+            self.jobs.start()
+            stack.callback(self.jobs.shutdown)
+
+            runtime.notify_systemd("READY=1")
+            self.log.info("started", version=__version__, protocol=p.PROTOCOL_VERSION, pid=os.getpid(),
+                          socket=endpoint, data_dir=str(data_root), ms=round((time.monotonic() - started) * 1000, 1))  # fmt: skip
+            self.server.serve()
+            runtime.notify_systemd("STOPPING=1")
+        self.log.info("stopped")
+        return 0
+
+    def _request_stop(self, reason: str) -> None:
+        if self.server is not None and not self.server.stopping:
+            self.log.info("stopping", reason=reason)
+            self.server.stopping = True
+
+    def _on_internal(self, message: messages.Internal) -> None:
+        match message:
+            case messages.StopRequested(reason=reason):
+                self._request_stop(reason)
+            case messages.ReloadRequested():
+                self._reload()
+            case messages.Tick(job="index_commit"):
+                assert self.registry is not None
+                for project in self.registry.opened():
+                    project.sync_index()
+            case messages.Tick(job=job):
+                self.log.warning("unknown_job", job=job)
+
+    def _reload(self) -> None:
+        try:
+            fresh = config.load(self.config_file)
+        except config.ConfigError as exc:
+            self.log.error("reload_failed", error=str(exc))
+            assert self.server is not None
+            self.server.context.errors.record(f"configuration not reloaded: {exc}")
+            return
+        logs.configure(fresh.logging.level, _log_file(fresh))
+        if self.jobs is not None and fresh.jobs != self.settings.jobs:
+            self.jobs.reschedule(index_commit_s=fresh.jobs.index_commit_s)
+        restart_needed = [s for s in ("server", "storage") if getattr(fresh, s) != getattr(self.settings, s)]
+        self.settings = fresh
+        self.log = logs.get()
+        self.log.info("reloaded", needs_restart_for=restart_needed)
+
+
+def _log_file(settings: config.Settings) -> Path | None:
+    return config.state_dir() / "memoryd.log" if settings.logging.file else None
+
+
+def run(config_file: Path | None, overrides: dict[str, Any]) -> int:
+    settings = config.load(config_file, **overrides)
+    logs.configure(settings.logging.level, _log_file(settings))
+    try:
+        return Daemon(settings, config_file).run()
+    finally:
+        logs.close()

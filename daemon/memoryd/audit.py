@@ -1,0 +1,138 @@
+"""The per-project audit journal: ``audit.jsonl``, append-only, hash-chained (SPEC §3).
+
+Journal-first: an event is written and fsynced here before the store applies it, and the store
+records the sequence number it has applied in the same transaction. On open, events the store has
+not applied yet (the daemon died between the two writes) are replayed, so the journal is both the
+user's audit trail and the write-ahead log of memory changes.
+
+Trimming keeps the newest ``trim_to`` events once there are more than ``max_events``, by atomic
+rewrite, and never drops an event newer than the caller's checkpoint (the last backup).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memoryd.atomic import write_atomic
+from memoryd.core import audit_chain
+from memoryd.core.events import Event
+
+
+class AuditRecord(msgspec.Struct, kw_only=True):
+    seq: int
+    ts: float
+    event: Event
+    prev: str
+
+
+_record_decoder = msgspec.json.Decoder(AuditRecord)
+_encoder = msgspec.json.Encoder()
+
+
+class AuditJournal:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_events: int = 5000,
+        trim_to: int = 4000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not 0 < trim_to < max_events:
+            raise ValueError("audit trim_to must be positive and below max_events")
+        self.path = path
+        self.max_events = max_events
+        self.trim_to = trim_to
+        self._clock = clock
+        self.torn_bytes = 0
+        self.last_seq, self.last_hash, self.count = self._recover()
+        self._fh = open(path, "ab")  # noqa: SIM115 - held open for the journal's lifetime
+        os.chmod(path, 0o600)
+
+    def _recover(self) -> tuple[int, str, int]:
+        """Load the tail state; a torn last line (the daemon died mid-write, before the fsync that
+        would have acknowledged it) is moved to ``audit.jsonl.torn`` and cut off."""
+        if not self.path.exists():
+            return 0, audit_chain.GENESIS, 0
+        data = self.path.read_bytes()
+        good_end, last_seq, last_hash, count = 0, 0, audit_chain.GENESIS, 0
+        pos = 0
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break
+            try:
+                body, digest = audit_chain.unseal(data[pos:nl])
+                last_seq = _record_decoder.decode(body).seq
+            except (audit_chain.ChainError, msgspec.DecodeError, msgspec.ValidationError):
+                break
+            last_hash, count, good_end, pos = digest, count + 1, nl + 1, nl + 1
+        if good_end < len(data):
+            self.torn_bytes = len(data) - good_end
+            with open(self.path.with_name(self.path.name + ".torn"), "ab") as torn:
+                torn.write(data[good_end:] + b"\n")
+            with open(self.path, "rb+") as fh:
+                fh.truncate(good_end)
+                os.fsync(fh.fileno())
+        return last_seq, last_hash, count
+
+    def append(self, event: Event) -> int:
+        """Journal ``event`` durably and return its sequence number."""
+        seq = self.last_seq + 1
+        body = _encoder.encode(AuditRecord(seq=seq, ts=self._clock(), event=event, prev=self.last_hash))
+        line, digest = audit_chain.seal(body, self.last_hash)
+        self._fh.write(line + b"\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.last_seq, self.last_hash, self.count = seq, digest, self.count + 1
+        return seq
+
+    def _lines(self) -> list[bytes]:
+        self._fh.flush()
+        return self.path.read_bytes().splitlines()
+
+    def events_after(self, seq: int) -> Iterator[tuple[int, Event]]:
+        for line in self._lines():
+            body, _ = audit_chain.unseal(line)
+            record = _record_decoder.decode(body)
+            if record.seq > seq:
+                yield record.seq, record.event
+
+    def tail(self, n: int, after_seq: int | None = None) -> list[dict[str, Any]]:
+        events = [msgspec.json.decode(line) for line in self._lines()]
+        if after_seq is not None:
+            events = [e for e in events if e["seq"] > after_seq]
+        return events[-n:]
+
+    def verify(self) -> audit_chain.ChainReport:
+        return audit_chain.verify(self._lines())
+
+    @property
+    def needs_trim(self) -> bool:
+        return self.count > self.max_events
+
+    def trim(self, checkpoint_seq: int) -> int:
+        """Keep the newest ``trim_to`` events plus any newer than ``checkpoint_seq``. Returns how
+        many were dropped."""
+        lines = self._lines()
+        keep_from = max(0, len(lines) - self.trim_to)
+        first_kept_seq = self.last_seq - (len(lines) - keep_from) + 1
+        # Events after the checkpoint exist nowhere else yet: they must survive the trim.
+        if checkpoint_seq < first_kept_seq - 1:
+            keep_from = max(0, keep_from - (first_kept_seq - 1 - checkpoint_seq))
+        if keep_from == 0:
+            return 0
+        self._fh.close()
+        write_atomic(self.path, b"".join(line + b"\n" for line in lines[keep_from:]))
+        self._fh = open(self.path, "ab")  # noqa: SIM115
+        self.count = len(lines) - keep_from
+        return keep_from
+
+    def close(self) -> None:
+        self._fh.close()

@@ -1,0 +1,77 @@
+"""``memoryd``: run the daemon in the foreground, install it as a user service, show the config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memctl import __version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the daemon in the foreground (JSON logs on stderr)")
+    run.add_argument("--config", type=Path, help="config file (default $XDG_CONFIG_HOME/memoryd/config.toml)")
+    run.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    for name, text in (("install-service", "install"), ("uninstall-service", "remove")):
+        cmd = sub.add_parser(name, help=f"{text} the systemd user unit / launchd agent")
+        cmd.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+    sub.add_parser("config-example", help="print every setting with its default, as TOML")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "config-example":
+        from memoryd.config import render_example
+
+        sys.stdout.write(render_example())
+        return 0
+    return _service(args.command, args.dry_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from memoryd import app
+    from memoryd.config import ConfigError
+    from memoryd.runtime import AlreadyRunning, UnsafeRuntimeDir
+
+    overrides = {"logging": {"level": args.log_level}} if args.log_level else {}
+    try:
+        return app.run(args.config, overrides)
+    except ConfigError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 2
+    except (AlreadyRunning, UnsafeRuntimeDir) as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 1
+
+
+def _service(command: str, dry_run: bool) -> int:
+    from memoryd import service_install
+
+    try:
+        plan = service_install.plan()
+    except FileNotFoundError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 1
+    if command == "install-service":
+        if dry_run:
+            print(f"# would write {plan.path}\n{plan.content}")
+        else:
+            service_install.install(plan)
+            print(f"wrote {plan.path}")
+        print(f"enable it with:\n  {plan.enable_command}")
+        return 0
+    if dry_run:
+        print(f"# would remove {plan.path}")
+    elif service_install.uninstall(plan):
+        print(f"removed {plan.path}")
+    else:
+        print(f"nothing to remove at {plan.path}")
+    print(f"stop it with:\n  {plan.disable_command}")
+    return 0

@@ -1,0 +1,77 @@
+"""Events: every change to project memory, as a past-tense fact.
+
+An event is journaled to the audit log before it is applied to the store, and it carries absolute
+values (never "+1"), so applying it again after a crash gives the same state (replay is
+idempotent). The ``plan_*`` functions decide which event a request produces; they are pure.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from memctl.protocol import Entry, Status
+
+
+class EntryAdded(msgspec.Struct, tag="entry_added", frozen=True):
+    entry: Entry
+
+
+class EntryReinforced(msgspec.Struct, tag="entry_reinforced", frozen=True):
+    """A duplicate was remembered: the existing entry gains importance and an access."""
+
+    id: str
+    importance: float
+    access_count: int
+    updated_at: float
+
+
+class EntryStatusChanged(msgspec.Struct, tag="entry_status_changed", frozen=True):
+    id: str
+    status: Status
+    updated_at: float
+
+
+class EntriesForgotten(msgspec.Struct, tag="entries_forgotten", frozen=True):
+    ids: tuple[str, ...]
+
+
+class EntriesImported(msgspec.Struct, tag="entries_imported", frozen=True):
+    entries: tuple[Entry, ...]
+
+
+Event = EntryAdded | EntryReinforced | EntryStatusChanged | EntriesForgotten | EntriesImported
+
+DUPLICATE_IMPORTANCE_BOOST = 0.1
+
+
+def plan_remember(candidate: Entry, existing: Entry | None, now: float) -> Event:
+    """Same fingerprint → reinforce the existing entry (seed 004 §12); otherwise add."""
+    if existing is None:
+        return EntryAdded(candidate)
+    return EntryReinforced(
+        id=existing.id,
+        importance=min(1.0, round(existing.importance + DUPLICATE_IMPORTANCE_BOOST, 6)),
+        access_count=existing.access_count + 1,
+        updated_at=now,
+    )
+
+
+def plan_import(batch: list[Entry], known_fingerprints: set[str]) -> EntriesImported:
+    """Keep the first of each fingerprint, skipping those already in memory. Unlike remember,
+    an import never reinforces: importing the same file twice must not inflate importance."""
+    seen = set(known_fingerprints)
+    fresh = []
+    for entry in batch:
+        if entry.fingerprint not in seen:
+            seen.add(entry.fingerprint)
+            fresh.append(entry)
+    return EntriesImported(tuple(fresh))
+
+
+def plan_pin(entry: Entry, now: float) -> EntryStatusChanged | None:
+    return None if entry.status == "pinned" else EntryStatusChanged(entry.id, "pinned", now)
+
+
+def plan_unpin(entry: Entry, now: float) -> EntryStatusChanged | None:
+    # An unpinned entry was chosen by a user, so it stays trusted: confirmed, not candidate.
+    return None if entry.status != "pinned" else EntryStatusChanged(entry.id, "confirmed", now)

@@ -1,0 +1,293 @@
+"""One project's memory: the service layer over its journal, store and index.
+
+Every change goes the same way: the pure core plans an event, the journal makes it durable, the
+store applies it in one transaction, and the index learns of it before the next search. Only the
+owner thread calls into this class.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from memctl import protocol as p
+
+from memoryd.audit import AuditJournal
+from memoryd.background import BackgroundErrors
+from memoryd.config import StorageSettings
+from memoryd.core import entries as core_entries
+from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
+from memoryd.core.events import (
+    EntriesForgotten,
+    Event,
+    plan_import,
+    plan_pin,
+    plan_remember,
+    plan_unpin,
+)
+from memoryd.core.projects import slug as project_slug
+from memoryd.index import SearchIndex
+from memoryd.store.base import StoreCorrupt
+from memoryd.store.sqlite import SqliteStore
+
+ID_PREFIX_MIN = 4
+IMPORT_BATCH = 500
+
+
+class ImportLine(msgspec.Struct, kw_only=True):
+    content: str
+    category: p.Category | None = None
+    section: str | None = None
+    tags: list[str] = []
+    file_paths: list[str] = []
+    created_at: float | None = None
+
+
+_import_decoder = msgspec.json.Decoder(ImportLine)
+
+
+class ProjectMemory:
+    def __init__(
+        self,
+        root: Path,
+        data_root: Path,
+        settings: StorageSettings,
+        errors: BackgroundErrors,
+        *,
+        clock: Callable[[], float] = time.time,
+        new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ) -> None:
+        self.root = root
+        self.slug = project_slug(root)
+        self.dir = data_root / "projects" / self.slug
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._settings = settings
+        self._errors = errors
+        self._clock = clock
+        self._new_id = new_id
+        self.journal = AuditJournal(
+            self.dir / "audit.jsonl",
+            max_events=settings.audit_max_events,
+            trim_to=settings.audit_trim_to,
+            clock=clock,
+        )
+        if self.journal.torn_bytes:
+            errors.record(f"{self.slug}: cut a torn audit line ({self.journal.torn_bytes} bytes)", "warning")
+        self.store = self._open_store()
+        self.replayed = self._replay()
+        self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
+        self.index.sync(self.store)
+        self._index_dirty = False
+
+    # ------------------------------------------------------------------ recovery
+
+    def _open_store(self) -> SqliteStore:
+        db = self.dir / "memory.db"
+        try:
+            return SqliteStore(db, synchronous=self._settings.synchronous)
+        except StoreCorrupt as exc:
+            # Never delete a user's data: move the bad file aside, restore the last backup, and
+            # let the journal replay bring it forward.
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._clock()))
+            for suffix in ("", "-wal", "-shm"):
+                part = db.with_name(db.name + suffix)
+                if part.exists():
+                    os.replace(part, db.with_name(f"{db.name}.corrupt-{stamp}{suffix}"))
+            backup = self.dir / "memory.db.bak"
+            if backup.exists():
+                shutil.copyfile(backup, db)
+            self._errors.record(f"{self.slug}: database was corrupt ({exc}); moved aside and rebuilt", "error")
+            return SqliteStore(db, synchronous=self._settings.synchronous)
+
+    def _replay(self) -> int:
+        applied = self.store.applied_audit_seq()
+        if self.journal.last_seq < applied:
+            # The journal lost its tail (deleted or restored by hand): continue numbering after
+            # what the store holds so new events are never mistaken for applied ones.
+            self._errors.record(f"{self.slug}: audit log is behind the database; continuing after seq {applied}", "warning")
+            self.journal.last_seq = applied
+            return 0
+        count = 0
+        for seq, event in self.journal.events_after(applied):
+            self.store.apply(event, seq)
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------ writing
+
+    def commit(self, event: Event) -> list[str]:
+        """Journal, then apply. The caller answers its client only after this returns."""
+        seq = self.journal.append(event)
+        ids = self.store.apply(event, seq)
+        self._index_dirty = True
+        if self.journal.needs_trim:
+            checkpoint = self.store.backup(self.dir / "memory.db.bak")
+            self.journal.trim(checkpoint)
+        return ids
+
+    def remember(self, req: p.Remember) -> p.RememberResult:
+        now = self._clock()
+        content = core_entries.clean_content(req.content)
+        category = core_entries.resolve_category(req.category, req.section, content)
+        candidate = core_entries.new_entry(
+            entry_id=self._new_id(),
+            content=content,
+            category=category,
+            status="pinned" if req.pin else "confirmed",
+            now=now,
+            source=p.Source(kind="user"),
+            tags=core_entries.clean_tags(req.tags),
+            file_paths=core_entries.clean_paths(req.file_paths),
+        )
+        existing = self.store.find_fingerprint(candidate.fingerprint)
+        self.commit(plan_remember(candidate, existing, now))
+        if existing is None:
+            return p.RememberResult(id=candidate.id, duplicate=False, status=candidate.status)
+        if req.pin and (pin := plan_pin(existing, now)) is not None:
+            self.commit(pin)
+        status = self.store.get(existing.id).status  # type: ignore[union-attr]
+        return p.RememberResult(id=existing.id, duplicate=True, status=status)
+
+    def resolve_targets(self, target: str) -> list[p.Entry]:
+        """An id, a unique id prefix (≥ 4 chars), or a keyword in the content."""
+        target = target.strip()
+        exact = self.store.get(target)
+        if exact is not None:
+            return [exact]
+        if len(target) >= ID_PREFIX_MIN and all(c in "0123456789abcdef" for c in target):
+            by_prefix = self.store.find_id_prefix(target)
+            if by_prefix:
+                return by_prefix
+        return self.store.find_keyword(target, limit=50)
+
+    def _one_target(self, target: str) -> p.Entry:
+        found = self.resolve_targets(target)
+        if not found:
+            raise EntryNotFound(f"no entry matches {target!r}")
+        if len(found) > 1:
+            raise Ambiguous(_ambiguity(target, found))
+        return found[0]
+
+    def forget(self, target: str, confirm: bool) -> list[str]:
+        found = self.resolve_targets(target)
+        if not found:
+            raise EntryNotFound(f"no entry matches {target!r}")
+        if len(found) > 1 and not confirm:
+            raise Ambiguous(_ambiguity(target, found) + "; pass --yes to forget them all")
+        ids = tuple(e.id for e in found)
+        self.commit(EntriesForgotten(ids))
+        return list(ids)
+
+    def set_pinned(self, target: str, pinned: bool) -> p.PinResult:
+        entry = self._one_target(target)
+        now = self._clock()
+        event = plan_pin(entry, now) if pinned else plan_unpin(entry, now)
+        if event is not None:
+            self.commit(event)
+        return p.PinResult(id=entry.id, status="pinned" if pinned else (
+            "confirmed" if entry.status == "pinned" else entry.status))
+
+    def import_lines(self, lines: list[str], first_line: int) -> p.ImportResult:
+        now = self._clock()
+        rejected: list[p.RejectedLine] = []
+        candidates: list[p.Entry] = []
+        for number, raw in enumerate(lines, start=first_line):
+            if not raw.strip():
+                continue
+            try:
+                candidates.append(self._import_candidate(raw, now))
+            except (msgspec.DecodeError, msgspec.ValidationError, BadRequest) as exc:
+                rejected.append(p.RejectedLine(line=number, reason=str(exc)))
+        imported = duplicates = 0
+        for start in range(0, len(candidates), IMPORT_BATCH):
+            batch = candidates[start : start + IMPORT_BATCH]
+            known = {fp for e in batch if (fp := e.fingerprint) and self.store.find_fingerprint(fp)}
+            event = plan_import(batch, known)
+            duplicates += len(batch) - len(event.entries)
+            if event.entries:
+                self.commit(event)
+                imported += len(event.entries)
+        return p.ImportResult(imported=imported, duplicates=duplicates, rejected=rejected)
+
+    def _import_candidate(self, raw: str, now: float) -> p.Entry:
+        line = _import_decoder.decode(raw)
+        content = core_entries.clean_content(line.content)
+        category = core_entries.resolve_category(line.category, line.section, content)
+        created = line.created_at if line.created_at is not None and 0 < line.created_at <= now else None
+        return core_entries.new_entry(
+            entry_id=self._new_id(),
+            content=content,
+            category=category,
+            status="confirmed",
+            now=now,
+            created_at=created,
+            source=p.Source(kind="import"),
+            tags=core_entries.clean_tags(line.tags),
+            file_paths=core_entries.clean_paths(line.file_paths),
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def search(self, query: str, k: int, archived: bool) -> list[p.ScoredEntry]:
+        self.sync_index()
+        hits = self.index.search(query, archived=archived, limit=k)
+        found = self.store.get_many([entry_id for entry_id, _ in hits])
+        return [
+            p.ScoredEntry(
+                id=e.id, content=e.content, category=e.category, status=e.status,
+                score=round(score, 4), importance=e.importance, tags=e.tags,
+                file_paths=e.file_paths, archived=e.archived,
+            )  # fmt: skip
+            for entry_id, score in hits
+            if (e := found.get(entry_id)) is not None
+        ]
+
+    def sync_index(self) -> None:
+        if self._index_dirty:
+            self.index.sync(self.store)
+            self.store.prune_changes(self.index.applied_seq)
+            self._index_dirty = False
+
+    def info(self, sessions: int = 0) -> p.ProjectInfo:
+        state = self.index.state()
+        return p.ProjectInfo(
+            root=str(self.root),
+            slug=self.slug,
+            entries=self.store.counts(),
+            sessions=sessions,
+            index={
+                "documents": state.documents,
+                "applied_seq": state.applied_seq,
+                "rebuilt_at_open": state.rebuilt_at_open,
+            },
+        )
+
+    def check(self) -> p.CheckResult:
+        db = self.store.integrity()
+        chain = self.journal.verify()
+        audit = "ok" if chain.ok else f"broken: {chain.problem}"
+        self.sync_index()
+        state = self.index.state()
+        active = self.store.counts()
+        total = active.candidate + active.confirmed + active.pinned + active.archived
+        index = "ok" if state.documents == total else f"{state.documents} documents for {total} entries"
+        return p.CheckResult(ok=db == "ok" and chain.ok and index == "ok", database=db, audit=audit, index=index)
+
+    def close(self) -> None:
+        self.sync_index()
+        self.index.close()
+        self.store.close()
+        self.journal.close()
+
+
+def _ambiguity(target: str, found: list[p.Entry]) -> str:
+    shown = "; ".join(f"{e.id[:8]} {e.content[:40]!r}" for e in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"{len(found)} entries match {target!r}: {shown}{more}"
+

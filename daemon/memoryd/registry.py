@@ -1,0 +1,65 @@
+"""Which project a request belongs to, and the open ``ProjectMemory`` of each (SPEC §3).
+
+A request names its client's working directory; the registry resolves it to the project root
+and hands out that project's memory, and nothing else: per-project isolation starts here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path, PurePath
+
+from memoryd.background import BackgroundErrors
+from memoryd.config import StorageSettings
+from memoryd.core.errors import BadRequest
+from memoryd.core.projects import resolve_root
+from memoryd.project import ProjectMemory
+
+
+def _has_marker(directory: PurePath, marker: str) -> bool:
+    return os.path.lexists(os.path.join(directory, marker))
+
+
+class ProjectRegistry:
+    def __init__(
+        self,
+        data_root: Path,
+        settings: StorageSettings,
+        errors: BackgroundErrors,
+        opener: Callable[..., ProjectMemory] = ProjectMemory,
+    ) -> None:
+        self.data_root = data_root
+        self.settings = settings
+        self._errors = errors
+        self._opener = opener
+        self._open: dict[Path, ProjectMemory] = {}
+
+    def root_for(self, cwd: str | None) -> Path:
+        if not cwd:
+            raise BadRequest("the request names no project: send the client's working directory")
+        if "\x00" in cwd or not os.path.isabs(cwd):
+            raise BadRequest(f"project directory must be an absolute path, got {cwd!r}")
+        real = Path(os.path.realpath(cwd))
+        if not real.is_dir():
+            raise BadRequest(f"project directory {cwd} does not exist")
+        return Path(resolve_root(real, _has_marker))
+
+    def get(self, cwd: str | None) -> ProjectMemory:
+        root = self.root_for(cwd)
+        project = self._open.get(root)
+        if project is None:
+            project = self._opener(root, self.data_root, self.settings, self._errors)
+            self._open[root] = project
+        return project
+
+    def opened(self) -> list[ProjectMemory]:
+        return list(self._open.values())
+
+    def close(self) -> None:
+        while self._open:
+            _, project = self._open.popitem()
+            try:
+                project.close()
+            except Exception as exc:  # one project failing to close must not strand the others
+                self._errors.record(f"{project.slug}: close failed: {exc}")

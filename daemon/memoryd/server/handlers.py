@@ -1,0 +1,141 @@
+"""One handler per request type; ``HANDLERS`` is the dispatch table.
+
+A handler takes the daemon context and a decoded request and returns a result struct (or
+``Parked`` to answer later). It raises a ``MemorydError`` subclass for anything the client did
+wrong; the loop turns that into an ``Error`` reply. Each handler's docstring is its help text.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from memctl import __version__
+from memctl import protocol as p
+
+from memoryd.background import BackgroundErrors
+from memoryd.registry import ProjectRegistry
+
+
+@dataclass
+class DaemonContext:
+    registry: ProjectRegistry
+    errors: BackgroundErrors
+    endpoint: str
+    request_stop: Callable[[str], None]
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Parked:
+    """Answer later: when the handler, run again, returns a result, or at ``deadline``
+    (monotonic) with ``on_timeout``."""
+
+    deadline: float
+    on_timeout: msgspec.Struct
+
+
+def hello(ctx: DaemonContext, req: p.Hello) -> p.HelloResult:
+    return p.HelloResult(protocol=p.PROTOCOL_VERSION, version=__version__, pid=os.getpid())
+
+
+def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
+    project = ctx.registry.get(req.project).info() if req.project else None
+    return p.StatusResult(
+        daemon=p.DaemonInfo(
+            version=__version__,
+            protocol=p.PROTOCOL_VERSION,
+            pid=os.getpid(),
+            uptime_s=round(time.monotonic() - ctx.started, 3),
+            socket=ctx.endpoint,
+        ),
+        project=project,
+        slo=p.SloInfo(),
+        errors=ctx.errors.recent(),
+    )
+
+
+def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
+    return ctx.registry.get(req.project).remember(req)
+
+
+def search(ctx: DaemonContext, req: p.Search) -> p.SearchResult:
+    results = ctx.registry.get(req.project).search(req.query, req.k, req.archive)
+    return p.SearchResult(results=results)
+
+
+def list_entries(ctx: DaemonContext, req: p.ListEntries) -> p.ListResult:
+    entries, total = ctx.registry.get(req.project).store.list(
+        category=req.category,
+        status=req.status,
+        archived=req.archived,
+        limit=req.limit,
+        offset=req.offset,
+    )
+    return p.ListResult(entries=entries, total=total)
+
+
+def forget(ctx: DaemonContext, req: p.Forget) -> p.ForgetResult:
+    return p.ForgetResult(forgotten=ctx.registry.get(req.project).forget(req.target, req.confirm))
+
+
+def pin(ctx: DaemonContext, req: p.Pin) -> p.PinResult:
+    return ctx.registry.get(req.project).set_pinned(req.target, pinned=True)
+
+
+def unpin(ctx: DaemonContext, req: p.Unpin) -> p.PinResult:
+    return ctx.registry.get(req.project).set_pinned(req.target, pinned=False)
+
+
+def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
+    return ctx.registry.get(req.project).import_lines(req.lines, req.first_line)
+
+
+def export(ctx: DaemonContext, req: p.Export) -> p.ExportResult:
+    store = ctx.registry.get(req.project).store
+    return p.ExportResult(entries=[e for e in store.iter_all() if req.include_archived or not e.archived])
+
+
+def audit_tail(ctx: DaemonContext, req: p.AuditTail) -> p.AuditResult | Parked:
+    journal = ctx.registry.get(req.project).journal
+    events = journal.tail(req.n, req.after_seq)
+    if events or req.after_seq is None or req.wait_ms == 0:
+        return p.AuditResult(events=events, last_seq=journal.last_seq)
+    deadline = time.monotonic() + req.wait_ms / 1000
+    return Parked(deadline, p.AuditResult(events=[], last_seq=journal.last_seq))
+
+
+def check(ctx: DaemonContext, req: p.Check) -> p.CheckResult:
+    return ctx.registry.get(req.project).check()
+
+
+def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
+    ctx.request_stop("shutdown request")
+    return p.ShutdownResult(stopping=True)
+
+
+Handler = Callable[[DaemonContext, Any], Any]
+HANDLERS: dict[type[p.Request], Handler] = {
+    p.Hello: hello,
+    p.StatusRequest: status,
+    p.Remember: remember,
+    p.Search: search,
+    p.ListEntries: list_entries,
+    p.Forget: forget,
+    p.Pin: pin,
+    p.Unpin: unpin,
+    p.Import: import_entries,
+    p.Export: export,
+    p.AuditTail: audit_tail,
+    p.Check: check,
+    p.Shutdown: shutdown,
+}
+
+# Requests that change memory: their replies are cached by request id so a retry is answered
+# from the cache instead of being applied twice.
+MUTATING: frozenset[type[p.Request]] = frozenset({p.Remember, p.Forget, p.Pin, p.Unpin, p.Import})

@@ -1,0 +1,275 @@
+"""The owner thread's loop: the ROUTER socket, the ``inproc://`` mailbox and signals, served one
+message at a time. Nothing a client sends can raise out of here or block it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import zmq
+
+from memctl import protocol as p
+
+from memoryd import messages
+from memoryd.core.errors import MemorydError
+from memoryd.server.handlers import HANDLERS, MUTATING, DaemonContext, Parked
+
+DRAIN_BATCH = 64
+KNOWN_OPS = frozenset(t.__struct_config__.tag for t in p.REQUEST_TYPES)
+
+
+class _ParkedRequest:
+    __slots__ = ("envelope", "parked", "request", "started")
+
+    def __init__(self, envelope: list[bytes], request: p.Request, parked: Parked, started: float):
+        self.envelope, self.request, self.parked, self.started = envelope, request, parked, started
+
+
+class Server:
+    def __init__(
+        self,
+        zctx: zmq.Context[Any],
+        context: DaemonContext,
+        *,
+        max_message_bytes: int,
+        reply_cache_size: int,
+        on_internal: Callable[[messages.Internal], None],
+        log: Any,
+    ) -> None:
+        self.context = context
+        self._log = log
+        self._on_internal = on_internal
+        self._reply_cache: OrderedDict[str, bytes] = OrderedDict()
+        self._reply_cache_size = reply_cache_size
+        self._parked: list[_ParkedRequest] = []
+        self.stopping = False
+        self.router = zctx.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+        self.router.setsockopt(zmq.SNDHWM, 10_000)
+        self.mailbox = zctx.socket(zmq.PULL)
+        self.mailbox.setsockopt(zmq.LINGER, 0)
+        self.mailbox.bind(messages.INTERNAL_ENDPOINT)
+        self._sig_r, self._sig_w = socket.socketpair()
+        self._sig_r.setblocking(False)
+        self._sig_w.setblocking(False)
+
+    def bind(self, endpoint: str) -> None:
+        self.router.bind(endpoint)
+
+    # ------------------------------------------------------------------ loop
+
+    def serve(self) -> None:
+        """Serve until a stop is requested. Signals become internal messages (``stop`` and
+        ``reload``) and travel the same path as everything else."""
+        previous = {s: signal.signal(s, _ignore) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        old_fd = signal.set_wakeup_fd(self._sig_w.fileno(), warn_on_full_buffer=False)
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        poller.register(self.mailbox, zmq.POLLIN)
+        poller.register(self._sig_r.fileno(), zmq.POLLIN)
+        try:
+            while not self.stopping:
+                ready = dict(poller.poll(self._poll_timeout_ms()))
+                if self._sig_r.fileno() in ready:
+                    self._drain_signals()
+                if self.mailbox in ready:
+                    self._drain_mailbox()
+                if self.router in ready:
+                    self._drain_router()
+                self._wake_parked()
+        finally:
+            signal.set_wakeup_fd(old_fd)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _poll_timeout_ms(self) -> int | None:
+        # No parked request: sleep until something arrives (no busy polling when idle).
+        if not self._parked:
+            return None
+        soonest = min(item.parked.deadline for item in self._parked)
+        return max(0, int((soonest - time.monotonic()) * 1000) + 1)
+
+    def _drain_signals(self) -> None:
+        try:
+            data = self._sig_r.recv(64)
+        except BlockingIOError:
+            return
+        for signum in data:
+            if signum == signal.SIGHUP:
+                self._on_internal(messages.ReloadRequested())
+            elif signum in (signal.SIGTERM, signal.SIGINT):
+                self._on_internal(messages.StopRequested(signal.Signals(signum).name))
+
+    def _drain_mailbox(self) -> None:
+        for _ in range(DRAIN_BATCH):
+            try:
+                frame = self.mailbox.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                message = messages.decode(frame)
+            except msgspec.MsgspecError as exc:
+                self._log.error("internal_message_invalid", error=str(exc))
+                continue
+            self._on_internal(message)
+
+    def _drain_router(self) -> None:
+        for _ in range(DRAIN_BATCH):
+            try:
+                frames = self.router.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            self._serve_frames(frames)
+
+    # ------------------------------------------------------------------ one request
+
+    def _serve_frames(self, frames: list[bytes]) -> None:
+        started = time.perf_counter()
+        # [identity, payload] from DEALER; [identity, b"", payload] from REQ.
+        if len(frames) >= 3 and frames[1] == b"":
+            envelope, body = frames[:2], frames[2:]
+        else:
+            envelope, body = frames[:1], frames[1:]
+        if len(body) != 1:
+            self._reply(envelope, p.Error(id=None, code=p.ErrorCode.BAD_REQUEST,
+                        message=f"expected one message frame, got {len(body)}"), "-", started)  # fmt: skip
+            return
+        request = self._decode(body[0])
+        if isinstance(request, p.Error):
+            self._reply(envelope, request, "-", started)
+            return
+        op = type(request).__struct_config__.tag
+        cached = self._cached_reply(request)
+        if cached is not None:
+            self._send(envelope, cached)
+            self._log.info("request", op=op, project=request.project, ms=_ms(started), outcome="replayed")
+            return
+        self._dispatch(envelope, request, started)
+
+    def _decode(self, frame: bytes) -> p.Request | p.Error:
+        try:
+            request = p.decode_request(frame)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return self._decode_error(frame, exc)
+        if request.v != p.PROTOCOL_VERSION:
+            side = "older" if request.v > p.PROTOCOL_VERSION else "newer"
+            return p.Error(
+                id=request.id,
+                code=p.ErrorCode.VERSION_MISMATCH,
+                message=f"client speaks protocol {request.v}, daemon speaks {p.PROTOCOL_VERSION}: "
+                f"the daemon is {side}; restart it after upgrading (`memoryd run`)",
+            )
+        return request
+
+    def _decode_error(self, frame: bytes, exc: Exception) -> p.Error:
+        try:
+            env = p.decode_envelope(frame)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return p.Error(id=None, code=p.ErrorCode.BAD_REQUEST, message="malformed message: not a MessagePack map")
+        request_id = env.id if isinstance(env.id, int | str) else None
+        if isinstance(env.op, str) and env.op not in KNOWN_OPS:
+            message = f"unknown op {env.op[:64]!r}"
+        elif env.op is None:
+            message = "malformed request: no 'op' field"
+        else:
+            message = f"invalid request: {exc}"
+        return p.Error(id=request_id, code=p.ErrorCode.BAD_REQUEST, message=message[:500])
+
+    def _dispatch(self, envelope: list[bytes], request: p.Request, started: float) -> None:
+        reply = self._run(request)
+        if isinstance(reply, Parked):
+            self._parked.append(_ParkedRequest(envelope, request, reply, started))
+            return
+        encoded = self._reply(envelope, reply, request.project, started, type(request).__struct_config__.tag)
+        if type(request) in MUTATING and isinstance(request.id, str) and len(request.id) >= 16:
+            self._remember_reply(request.id, encoded)
+
+    def _run(self, request: p.Request) -> p.Ok | p.Error | Parked:
+        handler = HANDLERS[type(request)]
+        try:
+            result = handler(self.context, request)
+        except MemorydError as exc:
+            return p.Error(id=request.id, code=exc.code, message=str(exc))
+        except Exception as exc:
+            self._log.exception("handler_failed", op=type(request).__struct_config__.tag)
+            return p.Error(id=request.id, code=p.ErrorCode.INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}")
+        if isinstance(result, Parked):
+            return result
+        return p.Ok(id=request.id, result=result)
+
+    def _reply(
+        self,
+        envelope: list[bytes],
+        reply: p.Ok | p.Error,
+        project: str | None,
+        started: float,
+        op: str = "-",
+    ) -> bytes:
+        reply.previous_errors = self.context.errors.take()
+        encoded = p.encode(reply)
+        self._send(envelope, encoded)
+        outcome = "ok" if isinstance(reply, p.Ok) else reply.code.value
+        self._log.info("request", op=op, project=project, ms=_ms(started), outcome=outcome)
+        return encoded
+
+    def _send(self, envelope: list[bytes], encoded: bytes) -> None:
+        try:
+            # A vanished or slow client must never block the loop: drop instead of waiting.
+            self.router.send_multipart([*envelope, encoded], zmq.NOBLOCK)
+        except zmq.Again:
+            self._log.warning("reply_dropped", reason="client not reading")
+        except zmq.ZMQError as exc:
+            self._log.warning("reply_dropped", reason=str(exc))
+
+    def _cached_reply(self, request: p.Request) -> bytes | None:
+        if type(request) in MUTATING and isinstance(request.id, str):
+            return self._reply_cache.get(request.id)
+        return None
+
+    def _remember_reply(self, request_id: str, encoded: bytes) -> None:
+        if self._reply_cache_size == 0:
+            return
+        self._reply_cache[request_id] = encoded
+        while len(self._reply_cache) > self._reply_cache_size:
+            self._reply_cache.popitem(last=False)
+
+    def _wake_parked(self) -> None:
+        if not self._parked:
+            return
+        now = time.monotonic()
+        waiting: list[_ParkedRequest] = []
+        for item in self._parked:
+            tag = type(item.request).__struct_config__.tag
+            reply = self._run(item.request)
+            if isinstance(reply, Parked) and now < item.parked.deadline:
+                waiting.append(item)
+                continue
+            if isinstance(reply, Parked):
+                reply = p.Ok(id=item.request.id, result=item.parked.on_timeout)
+            self._reply(item.envelope, reply, item.request.project, item.started, tag)
+        self._parked = waiting
+
+    def close(self) -> None:
+        for item in self._parked:
+            self._reply(item.envelope, p.Ok(id=item.request.id, result=item.parked.on_timeout),
+                        item.request.project, item.started)  # fmt: skip
+        self._parked = []
+        self.router.close(linger=0)
+        self.mailbox.close(linger=0)
+        self._sig_r.close()
+        self._sig_w.close()
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """The wakeup fd carries the signal to the loop; the handler itself has nothing to do."""
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

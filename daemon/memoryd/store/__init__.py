@@ -1,0 +1,1 @@
+"""Storage of project memory: the contract (``base``) and its SQLite implementation."""

@@ -1,0 +1,83 @@
+"""The storage contract. Every implementation passes ``tests/test_store_contract.py``.
+
+A store holds one project's memory. It is used by the owner thread only. Mutations arrive only as
+events (``memoryd.core.events``) through ``apply``, each in one transaction together with the
+audit sequence number that journaled it, so after a crash the daemon knows which journaled events
+still need applying. Every mutation also advances the store's change sequence, from which the
+search index catches up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from memctl.protocol import Category, Entry, EntryCounts, Status
+
+from memoryd.core.events import Event
+
+
+class StoreCorrupt(RuntimeError):
+    """The database file is unreadable or fails its integrity check."""
+
+
+class Store(Protocol):
+    def applied_audit_seq(self) -> int:
+        """The audit sequence number of the last event applied (0 for a new store)."""
+        ...
+
+    def apply(self, event: Event, audit_seq: int) -> list[str]:
+        """Apply ``event`` and record ``audit_seq``, atomically. Returns the ids it touched.
+        Applying an event whose ``audit_seq`` is not above ``applied_audit_seq()`` does nothing."""
+        ...
+
+    def get(self, entry_id: str) -> Entry | None: ...
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Entry]: ...
+
+    def find_fingerprint(self, fingerprint: str) -> Entry | None:
+        """The active (not archived) entry with this fingerprint, if any."""
+        ...
+
+    def find_id_prefix(self, prefix: str) -> list[Entry]: ...
+
+    def find_keyword(self, keyword: str, limit: int) -> list[Entry]:
+        """Active entries whose content contains ``keyword`` (case-insensitive)."""
+        ...
+
+    def list(
+        self,
+        *,
+        category: Category | None,
+        status: Status | None,
+        archived: bool,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[Entry], int]:
+        """A page of entries newest first, and the total that match."""
+        ...
+
+    def iter_all(self) -> Iterator[Entry]:
+        """Every entry, archived included, in id order."""
+        ...
+
+    def counts(self) -> EntryCounts: ...
+
+    def change_seq(self) -> int:
+        """The store's current change sequence number."""
+        ...
+
+    def changed_since(self, seq: int) -> tuple[list[str], int]:
+        """Ids changed (added, updated or deleted) after ``seq``, and the current sequence."""
+        ...
+
+    def integrity(self) -> str:
+        """'ok', or the first problem the database reports."""
+        ...
+
+    def backup(self, target: Path) -> int:
+        """Write a consistent copy to ``target`` atomically; returns the audit seq it holds."""
+        ...
+
+    def close(self) -> None: ...

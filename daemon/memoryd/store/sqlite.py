@@ -1,0 +1,252 @@
+"""The SQLite store: one WAL-mode database per project (SPEC §3)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memctl.protocol import Category, Entry, EntryCounts, Source, Status
+
+from memoryd.atomic import fsync_dir
+from memoryd.core.entries import section_of
+from memoryd.core.events import (
+    EntriesForgotten,
+    EntriesImported,
+    EntryAdded,
+    EntryReinforced,
+    EntryStatusChanged,
+    Event,
+)
+from memoryd.store.base import StoreCorrupt
+from memoryd.store.migrations import migrate
+
+_COLUMNS = (
+    "id, fingerprint, content, category, importance, confidence, status, archived, "
+    "archived_reason, superseded_by, source, file_paths, tags, access_count, last_accessed_at, "
+    "created_at, updated_at"
+)
+_INSERT = f"INSERT INTO entries ({_COLUMNS}) VALUES ({', '.join('?' * 17)})"
+_json_list = msgspec.json.Decoder(tuple[str, ...])
+_json_source = msgspec.json.Decoder(Source)
+_encode = msgspec.json.encode
+
+
+def _row_to_entry(row: tuple[Any, ...]) -> Entry:
+    category: Category = row[3]
+    return Entry(
+        id=row[0],
+        fingerprint=row[1],
+        content=row[2],
+        category=category,
+        section=section_of(category),
+        importance=row[4],
+        confidence=row[5],
+        status=row[6],
+        archived=bool(row[7]),
+        archived_reason=row[8],
+        superseded_by=row[9],
+        source=_json_source.decode(row[10]),
+        file_paths=_json_list.decode(row[11]),
+        tags=_json_list.decode(row[12]),
+        access_count=row[13],
+        last_accessed_at=row[14],
+        created_at=row[15],
+        updated_at=row[16],
+    )
+
+
+def _entry_to_row(e: Entry) -> tuple[Any, ...]:
+    return (
+        e.id, e.fingerprint, e.content, e.category, e.importance, e.confidence, e.status,
+        int(e.archived), e.archived_reason, e.superseded_by, _encode(e.source).decode(),
+        _encode(e.file_paths).decode(), _encode(e.tags).decode(), e.access_count,
+        e.last_accessed_at, e.created_at, e.updated_at,
+    )  # fmt: skip
+
+
+class SqliteStore:
+    """Implements ``memoryd.store.base.Store``."""
+
+    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+        self.path = path
+        try:
+            self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a commit is on disk before the client hears "ok", even across power loss.
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            migrate(self._conn)
+            self._applied = int(self._scalar("SELECT value FROM meta WHERE key='audit_seq'"))
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            raise StoreCorrupt(f"{path}: {exc}") from exc
+
+    # ------------------------------------------------------------------ helpers
+
+    def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self._conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def _select(self, where: str, params: Sequence[Any] = (), tail: str = "") -> list[Entry]:
+        sql = f"SELECT {_COLUMNS} FROM entries WHERE {where} {tail}"
+        return [_row_to_entry(r) for r in self._conn.execute(sql, params)]
+
+    # ------------------------------------------------------------------ contract
+
+    def applied_audit_seq(self) -> int:
+        return self._applied
+
+    def apply(self, event: Event, audit_seq: int) -> list[str]:
+        if audit_seq <= self._applied:
+            return []
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            ids = self._apply_event(event)
+            conn.executemany("INSERT INTO changes(entry_id) VALUES (?)", [(i,) for i in ids])
+            conn.execute("UPDATE meta SET value=? WHERE key='audit_seq'", (audit_seq,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._applied = audit_seq
+        return ids
+
+    def _apply_event(self, event: Event) -> list[str]:
+        conn = self._conn
+        match event:
+            case EntryAdded(entry=e):
+                conn.execute(_INSERT, _entry_to_row(e))
+                return [e.id]
+            case EntriesImported(entries=batch):
+                conn.executemany(_INSERT, [_entry_to_row(e) for e in batch])
+                return [e.id for e in batch]
+            case EntryReinforced(id=i, importance=imp, access_count=n, updated_at=t):
+                conn.execute(
+                    "UPDATE entries SET importance=?, access_count=?, updated_at=? WHERE id=?",
+                    (imp, n, t, i),
+                )
+                return [i]
+            case EntryStatusChanged(id=i, status=s, updated_at=t):
+                conn.execute("UPDATE entries SET status=?, updated_at=? WHERE id=?", (s, t, i))
+                return [i]
+            case EntriesForgotten(ids=ids):
+                conn.executemany("DELETE FROM entries WHERE id=?", [(i,) for i in ids])
+                conn.executemany(
+                    "DELETE FROM edges WHERE source_id=? OR target_id=?", [(i, i) for i in ids]
+                )
+                return list(ids)
+
+    def get(self, entry_id: str) -> Entry | None:
+        found = self._select("id=?", (entry_id,))
+        return found[0] if found else None
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
+        result: dict[str, Entry] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            result.update((e.id, e) for e in self._select(f"id IN ({marks})", chunk))
+        return result
+
+    def find_fingerprint(self, fingerprint: str) -> Entry | None:
+        found = self._select("fingerprint=? AND archived=0", (fingerprint,))
+        return found[0] if found else None
+
+    def find_id_prefix(self, prefix: str) -> list[Entry]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return self._select("id LIKE ? ESCAPE '\\'", (escaped + "%",), "LIMIT 10")
+
+    def find_keyword(self, keyword: str, limit: int) -> list[Entry]:
+        escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return self._select(
+            "archived=0 AND content LIKE ? ESCAPE '\\'",
+            (f"%{escaped}%",),
+            f"ORDER BY updated_at DESC LIMIT {int(limit)}",
+        )
+
+    def list(
+        self,
+        *,
+        category: Category | None,
+        status: Status | None,
+        archived: bool,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[Entry], int]:
+        clauses, params = ["archived=?"], [int(archived)]
+        if category is not None:
+            clauses.append("category=?")
+            params.append(category)
+        if status is not None:
+            clauses.append("status=?")
+            params.append(status)
+        where = " AND ".join(clauses)
+        total = int(self._scalar(f"SELECT count(*) FROM entries WHERE {where}", params))
+        page = self._select(
+            where, params, f"ORDER BY updated_at DESC, id LIMIT {int(limit)} OFFSET {int(offset)}"
+        )
+        return page, total
+
+    def iter_all(self) -> Iterator[Entry]:
+        cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id")
+        for row in cursor:
+            yield _row_to_entry(row)
+
+    def counts(self) -> EntryCounts:
+        counts = EntryCounts()
+        for status, archived, n in self._conn.execute(
+            "SELECT status, archived, count(*) FROM entries GROUP BY status, archived"
+        ):
+            if archived:
+                counts.archived += n
+            else:
+                setattr(counts, status, getattr(counts, status) + n)
+        return counts
+
+    def change_seq(self) -> int:
+        return int(self._scalar("SELECT coalesce(max(seq), 0) FROM changes"))
+
+    def changed_since(self, seq: int) -> tuple[list[str], int]:
+        rows = self._conn.execute(
+            "SELECT entry_id, seq FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+        ).fetchall()
+        if not rows:
+            return [], max(seq, self.change_seq())
+        return list(dict.fromkeys(r[0] for r in rows)), rows[-1][1]
+
+    def prune_changes(self, upto_seq: int) -> None:
+        """Forget change records the index has already applied (keeps the newest row so the
+        sequence never goes backwards)."""
+        self._conn.execute("DELETE FROM changes WHERE seq <= ? AND seq < (SELECT max(seq) FROM changes)", (upto_seq,))
+
+    def integrity(self) -> str:
+        rows = self._conn.execute("PRAGMA integrity_check").fetchall()
+        return "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
+
+    def backup(self, target: Path) -> int:
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        dest = sqlite3.connect(tmp)
+        try:
+            self._conn.backup(dest)
+            dest.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            dest.close()
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+        return self._applied
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA optimize")
+        self._conn.close()

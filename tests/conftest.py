@@ -1,0 +1,171 @@
+"""Test harness: the real daemon, on a private socket with private XDG directories, driven by
+the real client. A daemon is ready when ``hello`` answers; nothing here sleeps for a fixed time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from memctl import protocol
+from memctl.transport import Client, DaemonUnavailable
+
+BIN = Path(sys.executable).parent
+START_DEADLINE_S = 30.0
+
+
+@dataclass
+class Env:
+    """Private XDG directories, socket and a project directory for one test."""
+
+    root: Path
+    vars: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def socket(self) -> Path:
+        return Path(self.vars["MEMORYD_SOCKET"])
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def data(self) -> Path:
+        return Path(self.vars["XDG_DATA_HOME"]) / "memoryd"
+
+    @property
+    def state(self) -> Path:
+        return Path(self.vars["XDG_STATE_HOME"]) / "memoryd"
+
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "XDG_"))}
+        env.update(self.vars)
+        return env
+
+
+def make_env(root: Path) -> Env:
+    # ipc paths must stay under ~100 bytes, so the socket lives in a short runtime dir.
+    run = Path(f"/tmp/mdt-{os.getpid()}-{abs(hash(str(root))) % 10**8}")
+    env = Env(root)
+    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
+        (root / name.lower()).mkdir(parents=True, exist_ok=True)
+        env.vars[f"XDG_{name}_HOME"] = str(root / name.lower())
+    env.vars["XDG_RUNTIME_DIR"] = str(run)
+    env.vars["MEMORYD_SOCKET"] = str(run / "memoryd" / "memoryd.sock")
+    env.vars["MEMORYD_JOBS__INDEX_COMMIT_S"] = "1"
+    env.project.mkdir()
+    (env.project / ".git").mkdir()
+    return env
+
+
+class Daemon:
+    """A real ``memoryd run`` subprocess."""
+
+    def __init__(self, env: Env, extra: dict[str, str] | None = None) -> None:
+        self.env = env
+        self.extra = extra or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True) -> Daemon:
+        environ = self.env.environ() | self.extra
+        self.stderr_path = self.env.root / f"daemon-{time.monotonic_ns()}.log"
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [str(BIN / "memoryd"), "run"], env=environ, stdout=subprocess.DEVNULL, stderr=self._stderr
+        )
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, deadline_s: float = START_DEADLINE_S) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + deadline_s
+        with Client(endpoint="ipc://" + str(self.env.socket)) as client:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+                try:
+                    reply = client.call(protocol.Hello(), budget_s=0.5)
+                except DaemonUnavailable:
+                    # The socket file appears when the daemon binds; wait for it without sleeping
+                    # blindly: poll the process with a short timeout instead.
+                    try:
+                        self.proc.wait(timeout=0.05)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    continue
+                if isinstance(reply, protocol.Ok):
+                    return
+        raise TimeoutError(f"daemon not ready within {deadline_s}s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=timeout)
+        self._stderr.close()
+        return code
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> object:
+        return json.loads(self.stdout)
+
+
+def memctl(env: Env, *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 60) -> Result:
+    """Run the real ``memctl`` with the test's environment, in the project directory."""
+    proc = subprocess.run(
+        [str(BIN / "memctl"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env.environ(),
+        cwd=cwd or env.project,
+        timeout=timeout,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def ok_json(env: Env, *args: str, stdin: str | None = None) -> dict:
+    result = memctl(env, "--json", *args, stdin=stdin)
+    assert result.code == 0, f"memctl {args} exited {result.code}: {result.stderr}"
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    e = make_env(tmp_path)
+    yield e
+    import shutil
+
+    shutil.rmtree(e.vars["XDG_RUNTIME_DIR"], ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(env: Env) -> Iterator[Daemon]:
+    d = Daemon(env).start()
+    yield d
+    if d.proc is not None and d.proc.poll() is None:
+        d.stop()
