@@ -116,9 +116,10 @@ class Daemon:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=timeout)
-        self._stderr.close()
-        return code
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self._stderr.close()
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
@@ -167,5 +168,4 @@ def env(tmp_path: Path) -> Iterator[Env]:
 def daemon(env: Env) -> Iterator[Daemon]:
     d = Daemon(env).start()
     yield d
-    if d.proc is not None and d.proc.poll() is None:
-        d.stop()
+    d.stop()

@@ -61,7 +61,7 @@ class ErrorCode(enum.StrEnum):
 class Source(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Where an entry came from (SPEC §2)."""
 
-    kind: SourceKind = "user"
+    kind: SourceKind
     agent: str | None = None
     session_id: str | None = None
     transcript_path: str | None = None
@@ -83,7 +83,7 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
     archived: bool = False
     archived_reason: ArchivedReason | None = None
     superseded_by: str | None = None
-    source: Source = Source()
+    source: Source = Source(kind="user")
     file_paths: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     access_count: int = 0
@@ -188,7 +188,7 @@ class AuditTail(Request, tag="audit_tail"):
     """Show audit events. With ``after_seq`` and ``wait_ms`` the daemon holds the request until a
     newer event exists or the wait ends (long poll, used by ``audit --follow``)."""
 
-    n: Limit = 20
+    n: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 20
     after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 0
 

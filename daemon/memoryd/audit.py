@@ -105,6 +105,8 @@ class AuditJournal:
                 yield record.seq, record.event
 
     def tail(self, n: int, after_seq: int | None = None) -> list[dict[str, Any]]:
+        if n == 0:
+            return []
         events = [msgspec.json.decode(line) for line in self._lines()]
         if after_seq is not None:
             events = [e for e in events if e["seq"] > after_seq]

@@ -112,9 +112,11 @@ def load(config_file: Path | None = None, **overrides: Any) -> Settings:
         model_config = SettingsConfigDict(toml_file=path if path.is_file() else None)
 
     try:
-        return _FromFile(**overrides)
+        loaded = _FromFile(**overrides)
     except ValueError as exc:  # pydantic's ValidationError and tomllib's TOMLDecodeError
         raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
+    # Validated already; re-wrap as plain Settings (validation only, no sources read again).
+    return Settings.model_validate(loaded.model_dump())
 
 
 def data_dir(settings: Settings) -> Path:

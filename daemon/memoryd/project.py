@@ -22,7 +22,7 @@ from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
-from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
+from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound, TooLarge
 from memoryd.core.events import (
     EntriesForgotten,
     Event,
@@ -202,7 +202,7 @@ class ProjectMemory:
                 continue
             try:
                 candidates.append(self._import_candidate(raw, now))
-            except (msgspec.DecodeError, msgspec.ValidationError, BadRequest) as exc:
+            except (msgspec.DecodeError, msgspec.ValidationError, BadRequest, TooLarge) as exc:
                 rejected.append(p.RejectedLine(line=number, reason=str(exc)))
         imported = duplicates = 0
         for start in range(0, len(candidates), IMPORT_BATCH):

@@ -64,8 +64,9 @@ class InstanceLock:
 
 @contextlib.contextmanager
 def private_umask() -> Iterator[None]:
-    """Files created inside (the ipc socket) get mode 0600."""
-    old = os.umask(0o077)
+    """Files created inside (the ipc socket) get mode 0600: a socket is created 0777 & ~umask,
+    so the umask also clears the owner's execute bit."""
+    old = os.umask(0o177)
     try:
         yield
     finally:

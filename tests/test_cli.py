@@ -1,0 +1,186 @@
+"""The CLI contract of SPEC §12, through the real memctl against the real daemon."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import Env, memctl, ok_json
+
+
+def test_status_shape(env: Env, daemon) -> None:
+    status = ok_json(env, "status")
+    assert set(status) >= {"daemon", "project", "slo", "errors"}
+    assert set(status["daemon"]) >= {"version", "protocol", "pid", "uptime_s"}
+    assert status["daemon"]["pid"] == daemon.proc.pid
+    project = status["project"]
+    assert project["root"] == str(env.project.resolve())
+    assert project["slug"].startswith("project-")
+    assert project["entries"] == {"candidate": 0, "confirmed": 0, "pinned": 0, "archived": 0}
+    assert set(status["slo"]) >= {"p50_ms", "p95_ms", "p99_ms", "degraded"}
+
+
+def test_remember_search_list_roundtrip(env: Env, daemon) -> None:
+    r = ok_json(env, "remember", "Use pnpm, not npm, for the web workspace", "--tag", "tooling", "--file", "web/package.json")
+    assert r["duplicate"] is False and r["status"] == "confirmed" and len(r["id"]) == 32
+    found = ok_json(env, "search", "pnpm workspace")["results"]
+    assert [x["id"] for x in found] == [r["id"]]
+    assert found[0]["score"] > 0 and found[0]["status"] == "confirmed"
+    listed = ok_json(env, "list")["entries"]
+    assert listed[0]["tags"] == ["tooling"] and listed[0]["file_paths"] == ["web/package.json"]
+    assert listed[0]["source"]["kind"] == "user"
+
+
+def test_remember_by_section_and_category(env: Env, daemon) -> None:
+    a = ok_json(env, "remember", "The API is served by FastAPI behind nginx", "--section", "Specs")
+    b = ok_json(env, "remember", "Retries use exponential backoff", "--category", "pattern")
+    entries = {e["id"]: e for e in ok_json(env, "list")["entries"]}
+    assert entries[a["id"]]["category"] == "spec"
+    assert entries[b["id"]]["section"] == "Patterns & Conventions"
+    bad = memctl(env, "remember", "x", "--section", "Nonsense")
+    assert bad.code == 1 and "unknown section" in bad.stderr
+
+
+def test_duplicate_reinforces(env: Env, daemon) -> None:
+    first = ok_json(env, "remember", "Tests run with   pytest -q")
+    second = ok_json(env, "remember", "tests run with pytest -Q")
+    assert second == {"id": first["id"], "duplicate": True, "status": "confirmed"}
+    entry = ok_json(env, "list")["entries"][0]
+    assert entry["importance"] == 0.8 and entry["access_count"] == 1
+    assert ok_json(env, "status")["project"]["entries"]["confirmed"] == 1
+
+
+def test_content_limit_is_a_clear_error(env: Env, daemon) -> None:
+    result = memctl(env, "remember", "x" * 501)
+    assert result.code == 1
+    assert "too_large" in result.stderr and "limit is 500" in result.stderr
+    assert memctl(env, "remember", "   ").code == 1
+    assert ok_json(env, "list")["entries"] == []
+
+
+def test_pin_unpin_forget(env: Env, daemon) -> None:
+    a = ok_json(env, "remember", "Never edit generated protobuf files")["id"]
+    b = ok_json(env, "remember", "Protobuf generation runs via make proto")["id"]
+    assert ok_json(env, "pin", a[:8]) == {"id": a, "status": "pinned"}
+    assert ok_json(env, "list", "--status", "pinned")["entries"][0]["id"] == a
+    assert ok_json(env, "unpin", a) == {"id": a, "status": "confirmed"}
+    ambiguous = memctl(env, "forget", "protobuf")
+    assert ambiguous.code == 1 and "2 entries match" in ambiguous.stderr
+    assert sorted(ok_json(env, "forget", "protobuf", "--yes")["forgotten"]) == sorted([a, b])
+    missing = memctl(env, "forget", "protobuf")
+    assert missing.code == 1 and "not_found" in missing.stderr
+
+
+def test_search_batch_mode(env: Env, daemon) -> None:
+    ok_json(env, "remember", "Redis is the session cache")
+    ok_json(env, "remember", "Postgres holds the orders table")
+    result = memctl(env, "search", "-", stdin="redis cache\n\npostgres orders\nnothing matches zzz\n")
+    assert result.code == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [x["query"] for x in lines] == ["redis cache", "postgres orders", "nothing matches zzz"]
+    assert "Redis" in lines[0]["results"][0]["content"]
+    assert "Postgres" in lines[1]["results"][0]["content"]
+    assert lines[2]["results"] == []
+
+
+def test_import_export_roundtrip(env: Env, daemon, tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"content": "Deploys go through ArgoCD", "category": "decision", "tags": ["ops"]}),
+        json.dumps({"content": "Use UTC everywhere", "section": "Constraints", "created_at": 1700000000}),
+        "not json at all",
+        json.dumps({"category": "decision"}),
+        json.dumps({"content": "Deploys go through ArgoCD"}),
+        "",
+        json.dumps({"content": "y" * 600}),
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    result = ok_json(env, "import", str(source))
+    assert result["imported"] == 2 and result["duplicates"] == 1
+    assert [r["line"] for r in result["rejected"]] == [3, 4, 7]
+    assert "limit is 500" in result["rejected"][2]["reason"]
+
+    out = tmp_path / "out.jsonl"
+    assert memctl(env, "export", str(out)).code == 0
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(e["content"] for e in exported) == ["Deploys go through ArgoCD", "Use UTC everywhere"]
+    assert [e["id"] for e in exported] == sorted(e["id"] for e in exported)
+    assert next(e for e in exported if e["content"].startswith("Use UTC"))["created_at"] == 1700000000
+
+    # Re-importing the export into another project reproduces it.
+    other = env.root / "other"
+    other.mkdir()
+    reimport = memctl(env, "--json", "--project", str(other), "import", str(out))
+    assert json.loads(reimport.stdout)["imported"] == 2
+
+
+def test_import_of_missing_file_is_usage_error(env: Env, daemon) -> None:
+    result = memctl(env, "import", str(env.root / "nope.jsonl"))
+    assert result.code == 2 and "cannot read" in result.stderr
+
+
+def test_audit_shows_changes(env: Env, daemon) -> None:
+    a = ok_json(env, "remember", "Feature flags live in LaunchDarkly")["id"]
+    ok_json(env, "pin", a)
+    result = memctl(env, "audit", "-n", "10")
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["event"]["type"] for e in events] == ["entry_added", "entry_status_changed"]
+    assert [e["seq"] for e in events] == [1, 2]
+    assert events[1]["prev"] == events[0]["hash"]
+
+
+def test_audit_follow_long_polls(env: Env, daemon) -> None:
+    import subprocess
+
+    import sys
+
+    ok_json(env, "remember", "Staging resets every Sunday")
+    with subprocess.Popen(
+        [str(Path(sys.executable).parent / "memctl"), "audit", "--follow", "-n", "1"],
+        cwd=env.project, env=env.environ(), stdout=subprocess.PIPE, text=True,
+    ) as follower:
+        try:
+            # The first line proves the follower is connected; the second can only come from
+            # the long poll being answered when the next change is journaled.
+            assert json.loads(follower.stdout.readline())["seq"] == 1
+            ok_json(env, "remember", "Production deploys need two approvals")
+            line = json.loads(follower.stdout.readline())
+            assert line["seq"] == 2 and line["event"]["entry"]["content"].startswith("Production")
+        finally:
+            follower.terminate()
+
+
+def test_projects_are_isolated(env: Env, daemon) -> None:
+    other = env.root / "other"
+    (other / "sub").mkdir(parents=True)
+    (other / ".git").mkdir()
+    ok_json(env, "remember", "Project A uses Django")
+    b = memctl(env, "--json", "--project", str(other / "sub"), "remember", "Project B uses Rails")
+    assert b.code == 0
+    assert [e["content"] for e in ok_json(env, "list")["entries"]] == ["Project A uses Django"]
+    listed_b = json.loads(memctl(env, "--json", "--project", str(other), "list").stdout)["entries"]
+    assert [e["content"] for e in listed_b] == ["Project B uses Rails"]
+    assert ok_json(env, "search", "Rails")["results"] == []
+    # An entry of project B cannot be forgotten from project A, even by its id.
+    b_id = json.loads(b.stdout)["id"]
+    assert memctl(env, "forget", b_id).code == 1
+
+
+def test_project_resolution_from_subdirectory(env: Env, daemon) -> None:
+    sub = env.project / "src" / "pkg"
+    sub.mkdir(parents=True)
+    result = memctl(env, "--json", "status", cwd=sub)
+    assert json.loads(result.stdout)["project"]["root"] == str(env.project.resolve())
+    bad = memctl(env, "--project", str(env.root / "missing"), "status")
+    assert bad.code == 1 and "does not exist" in bad.stderr
+
+
+def test_check_reports_ok(env: Env, daemon) -> None:
+    ok_json(env, "remember", "CI runs on GitHub Actions")
+    assert ok_json(env, "check") == {"ok": True, "database": "ok", "audit": "ok", "index": "ok"}
+
+
+def test_usage_errors_exit_2(env: Env) -> None:
+    assert memctl(env, "frobnicate").code == 2
+    assert memctl(env, "remember").code == 2
+    assert memctl(env, "--timeout", "0", "status").code == 2

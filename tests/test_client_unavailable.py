@@ -1,0 +1,73 @@
+"""memctl without a working daemon: exit 3 with a hint, within the time budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import zmq
+
+from conftest import Env, memctl
+
+
+def test_no_daemon_exits_3_with_hint(env: Env) -> None:
+    started = time.monotonic()
+    result = memctl(env, "status")
+    elapsed = time.monotonic() - started
+    assert result.code == 3
+    assert "memoryd is not running" in result.stderr and "memoryd run" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""
+    assert elapsed < 10  # process start included; the client itself does not wait at all
+
+
+def test_hung_daemon_gives_up_within_budget(env: Env) -> None:
+    """A ROUTER that accepts connections and never answers: the client retries once and gives
+    up inside its budget."""
+    env.socket.parent.mkdir(parents=True, mode=0o700)
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind("ipc://" + str(env.socket))
+    received: list[list[bytes]] = []
+    stop = threading.Event()
+
+    def swallow() -> None:
+        while not stop.is_set():
+            if router.poll(50):
+                received.append(router.recv_multipart())
+
+    thread = threading.Thread(target=swallow)
+    thread.start()
+    try:
+        for budget in ("0.5", "1.5"):
+            received.clear()
+            started = time.perf_counter()
+            result = memctl(env, "--timeout", budget, "remember", "hello")
+            elapsed = time.perf_counter() - started
+            assert result.code == 3 and "no reply within the time budget" in result.stderr
+            assert elapsed >= float(budget)  # it did wait out the budget ...
+            assert len(received) == 2  # ... trying twice, on a fresh socket each time
+            assert received[0][1] == received[1][1]  # the retry is the same request (same id)
+    finally:
+        stop.set()
+        thread.join()
+        router.close()
+        ctx.term()
+
+
+def test_client_library_budget_is_respected(env: Env) -> None:
+    from memctl import protocol
+    from memctl.transport import Client, DaemonUnavailable
+
+    env.socket.parent.mkdir(parents=True, mode=0o700)
+    env.socket.touch()  # a stale socket file: nothing listens
+    with Client(endpoint="ipc://" + str(env.socket)) as client:
+        started = time.perf_counter()
+        try:
+            client.call(protocol.Hello(), budget_s=0.3)
+        except DaemonUnavailable:
+            pass
+        else:
+            raise AssertionError("expected DaemonUnavailable")
+        assert time.perf_counter() - started < 1.0

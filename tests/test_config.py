@@ -1,0 +1,68 @@
+"""Configuration: the example file equals the model; sources in order CLI > env > file > defaults."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from memoryd import config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_example_file_equals_model() -> None:
+    assert (ROOT / "config.example.toml").read_text() == config.render_example()
+
+
+def test_example_file_parses_to_the_defaults(tmp_path: Path) -> None:
+    parsed = tomllib.loads((ROOT / "config.example.toml").read_text())
+    assert parsed == config.Settings().model_dump()
+    assert config.load(ROOT / "config.example.toml") == config.Settings()
+
+
+def test_every_setting_is_documented() -> None:
+    for section in config.Settings.model_fields.values():
+        for name, field in section.annotation.model_fields.items():
+            assert field.description, name
+
+
+def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[logging]\nlevel = "warning"\n[storage]\naudit_max_events = 9000\n')
+    assert config.load(path).logging.level == "warning"
+    monkeypatch.setenv("MEMORYD_LOGGING__LEVEL", "error")
+    loaded = config.load(path)
+    assert loaded.logging.level == "error" and loaded.storage.audit_max_events == 9000
+    assert config.load(path, logging={"level": "debug"}).logging.level == "debug"
+
+
+def test_defaults_without_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert config.load() == config.Settings()
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[storage]\naudit_trim_to = 6000\n", "audit_trim_to must be below"),
+        ("[logging]\nlevel = 'loud'\n", "level"),
+        ("[nonsense]\nx = 1\n", None),  # unknown sections are ignored, not fatal
+        ("[storage\n", "invalid configuration"),
+        ("[storage]\nunknown_key = 1\n", "unknown_key"),
+    ],
+)
+def test_invalid_values_are_clear(tmp_path: Path, text: str, fragment: str | None) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    if fragment is None:
+        assert config.load(path) == config.Settings()
+        return
+    with pytest.raises(config.ConfigError, match=fragment):
+        config.load(path)
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(config.ConfigError, match="does not exist"):
+        config.load(tmp_path / "absent.toml")

@@ -1,0 +1,53 @@
+"""Import boundaries (SPEC §1, STYLE 5): the client never imports the daemon, and the pure core
+imports no I/O framework. Checked both statically (AST) and at run time (sys.modules)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FORBIDDEN_IN_CORE = {"zmq", "watchdog", "apscheduler", "sqlite3", "structlog"}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_client_never_imports_daemon_statically() -> None:
+    for path in (ROOT / "client" / "memctl").rglob("*.py"):
+        assert "memoryd" not in _imports(path), path
+
+
+def test_core_imports_no_io_statically() -> None:
+    for path in (ROOT / "daemon" / "memoryd" / "core").rglob("*.py"):
+        bad = _imports(path) & FORBIDDEN_IN_CORE
+        assert not bad, f"{path} imports {bad}"
+        assert not {n for n in _imports(path) if n == "memoryd"} - {"memoryd"}
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return set(out.stdout.split())
+
+
+def test_client_runtime_import_set_is_small() -> None:
+    loaded = _modules_after("import memctl.cli, memctl.transport, memctl.protocol")
+    assert not {m for m in loaded if m.split(".")[0] == "memoryd"}
+    heavy = {"pydantic", "structlog", "tantivy", "watchdog", "apscheduler", "sqlite3", "platformdirs", "mcp"}
+    assert not {m.split(".")[0] for m in loaded} & heavy
+
+
+def test_core_runtime_imports() -> None:
+    core = sorted(p.stem for p in (ROOT / "daemon" / "memoryd" / "core").glob("*.py") if p.stem != "__init__")
+    loaded = _modules_after("\n".join(f"import memoryd.core.{m}" for m in core))
+    assert not {m.split(".")[0] for m in loaded} & FORBIDDEN_IN_CORE

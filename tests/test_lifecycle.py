@@ -1,0 +1,259 @@
+"""The daemon as a process: socket permissions, single instance, signals, readiness, recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, Daemon, Env, memctl, ok_json
+
+
+def test_socket_and_directory_are_private(env: Env, daemon: Daemon) -> None:
+    assert stat.S_IMODE(os.stat(env.socket.parent).st_mode) == 0o700
+    assert stat.S_ISSOCK(os.stat(env.socket).st_mode)
+    assert stat.S_IMODE(os.stat(env.socket).st_mode) == 0o600
+    ok_json(env, "remember", "Secrets live in Vault")
+    project_dir = next((env.data / "projects").iterdir())
+    assert stat.S_IMODE(os.stat(project_dir / "audit.jsonl").st_mode) == 0o600
+
+
+def test_second_daemon_refuses_at_once(env: Env, daemon: Daemon) -> None:
+    started = time.monotonic()
+    second = subprocess.run([str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True,
+                            text=True, timeout=30)  # fmt: skip
+    assert second.returncode == 1
+    assert "already running" in second.stderr and str(daemon.proc.pid) in second.stderr
+    assert time.monotonic() - started < 10  # generous: it must not wait for anything
+    # The first daemon is unharmed.
+    assert ok_json(env, "status")["daemon"]["pid"] == daemon.proc.pid
+
+
+def test_runtime_dir_symlink_is_refused(env: Env, tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere"
+    real.mkdir(mode=0o700)
+    run = Path(env.vars["XDG_RUNTIME_DIR"])
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "memoryd").symlink_to(real)
+    result = subprocess.run([str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True,
+                            text=True, timeout=30)  # fmt: skip
+    assert result.returncode == 1 and "symlink" in result.stderr
+
+
+def test_sigterm_stops_gracefully(env: Env, daemon: Daemon) -> None:
+    ok_json(env, "remember", "Builds use Bazel")
+    started = time.monotonic()
+    assert daemon.stop(signal.SIGTERM, timeout=10) == 0
+    assert time.monotonic() - started < 10
+    assert not env.socket.exists()
+    assert memctl(env, "status").code == 3
+
+
+def test_shutdown_request_and_restart_keep_data(env: Env, daemon: Daemon) -> None:
+    entry = ok_json(env, "remember", "The cache TTL is 300 seconds")["id"]
+    from memctl import protocol
+    from memctl.transport import Client
+
+    with Client(endpoint="ipc://" + str(env.socket)) as client:
+        reply = client.call(protocol.Shutdown())
+    assert isinstance(reply, protocol.Ok) and reply.result["stopping"] is True
+    assert daemon.proc.wait(timeout=10) == 0
+    again = Daemon(env).start()
+    try:
+        assert [e["id"] for e in ok_json(env, "list")["entries"]] == [entry]
+        assert ok_json(env, "search", "cache TTL")["results"][0]["id"] == entry
+    finally:
+        again.stop()
+
+
+def test_restart_after_sigkill_clears_stale_socket(env: Env, daemon: Daemon) -> None:
+    ok_json(env, "remember", "Kill -9 must not lose this")
+    daemon.kill()
+    assert env.socket.exists()  # left behind by the killed daemon
+    again = Daemon(env).start()
+    try:
+        assert ok_json(env, "list")["entries"][0]["content"] == "Kill -9 must not lose this"
+    finally:
+        again.stop()
+
+
+def test_ready_notification_to_systemd(env: Env, tmp_path: Path) -> None:
+    notify_path = Path(env.vars["XDG_RUNTIME_DIR"]).parent / f"notify-{os.getpid()}.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify_path))
+        listener.settimeout(30)
+        daemon = Daemon(env, {"NOTIFY_SOCKET": str(notify_path)}).start(wait=False)
+        try:
+            message = listener.recv(256)
+            assert message == b"READY=1"
+            daemon.wait_ready()  # READY=1 is sent only once the socket answers
+            assert daemon.stop() == 0
+            assert listener.recv(256) == b"STOPPING=1"
+        finally:
+            notify_path.unlink(missing_ok=True)
+            if daemon.proc.poll() is None:
+                daemon.kill()
+
+
+def test_sighup_reloads_configuration(env: Env, daemon: Daemon) -> None:
+    config = Path(env.vars["XDG_CONFIG_HOME"]) / "memoryd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[logging]\nlevel = "debug"\n')
+    log_file = env.state / "memoryd.log"
+    daemon.proc.send_signal(signal.SIGHUP)
+    # The reload is acknowledged in the log; wait for it by asking the daemon to answer a
+    # request after the signal (requests are served in order by the one loop).
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ok_json(env, "status")
+        if '"reloaded"' in log_file.read_text():
+            break
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert any(line["event"] == "reloaded" for line in lines)
+
+    # A broken config is reported to the next client and the daemon keeps its old settings.
+    config.write_text("[logging]\nlevel = 42\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    seen = ""
+    while time.monotonic() < deadline and "configuration not reloaded" not in seen:
+        seen += memctl(env, "status").stderr
+    assert "configuration not reloaded" in seen
+    assert daemon.proc.poll() is None
+
+
+def test_invalid_config_file_fails_start_clearly(env: Env) -> None:
+    config = Path(env.vars["XDG_CONFIG_HOME"]) / "memoryd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[storage]\naudit_max_events = 'many'\n")
+    result = subprocess.run([str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True,
+                            text=True, timeout=30)  # fmt: skip
+    assert result.returncode == 2 and "invalid configuration" in result.stderr
+
+
+def test_logs_are_json_lines_with_request_summaries(env: Env, daemon: Daemon) -> None:
+    ok_json(env, "remember", "Logs must not contain memory content")
+    daemon.stop()
+    lines = [json.loads(line) for line in (env.state / "memoryd.log").read_text().splitlines()]
+    requests = [line for line in lines if line["event"] == "request"]
+    remember = next(r for r in requests if r["op"] == "remember")
+    assert remember["outcome"] == "ok" and isinstance(remember["ms"], float)
+    assert "Logs must not contain" not in (env.state / "memoryd.log").read_text()
+    assert lines[-1]["event"] == "stopped"
+
+
+def _project_dir(env: Env) -> Path:
+    return next((env.data / "projects").iterdir())
+
+
+def test_deleted_index_is_rebuilt_with_identical_results(env: Env, daemon: Daemon) -> None:
+    for text in ("Auth tokens expire after one hour", "The auth service is written in Go",
+                 "Payments use Stripe webhooks", "Token refresh happens in middleware"):  # fmt: skip
+        ok_json(env, "remember", text)
+    before = ok_json(env, "search", "auth token", "-k", "10")["results"]
+    daemon.stop()
+    shutil.rmtree(_project_dir(env) / "index")
+    again = Daemon(env).start()
+    try:
+        assert ok_json(env, "search", "auth token", "-k", "10")["results"] == before
+        status = ok_json(env, "status")["project"]["index"]
+        assert status["rebuilt_at_open"] == "missing index" and status["documents"] == 4
+    finally:
+        again.stop()
+
+
+def test_corrupt_index_is_rebuilt(env: Env, daemon: Daemon) -> None:
+    ok_json(env, "remember", "Feature flags are evaluated server side")
+    daemon.stop()
+    index = _project_dir(env) / "index"
+    for path in index.iterdir():
+        if path.is_file():
+            path.write_bytes(b"garbage")
+    again = Daemon(env).start()
+    try:
+        assert ok_json(env, "search", "feature flags")["results"][0]["content"].startswith("Feature")
+    finally:
+        again.stop()
+
+
+def test_journaled_but_unapplied_event_is_replayed(env: Env, daemon: Daemon) -> None:
+    """Journal-first: an event on disk in audit.jsonl but not in SQLite (the daemon died between
+    the two writes) is applied on the next start."""
+    ok_json(env, "remember", "First entry")
+    daemon.stop()
+    from memctl.protocol import Source
+    from memoryd.audit import AuditJournal
+    from memoryd.core.entries import new_entry
+    from memoryd.core.events import EntryAdded
+
+    journal = AuditJournal(_project_dir(env) / "audit.jsonl")
+    entry = new_entry(entry_id="f" * 32, content="Journaled before the crash", category="decision",
+                      status="confirmed", now=time.time(), source=Source(kind="user"))  # fmt: skip
+    journal.append(EntryAdded(entry))
+    journal.close()
+    again = Daemon(env).start()
+    try:
+        contents = sorted(e["content"] for e in ok_json(env, "list")["entries"])
+        assert contents == ["First entry", "Journaled before the crash"]
+        assert ok_json(env, "search", "crash")["results"][0]["id"] == "f" * 32
+        assert ok_json(env, "check")["ok"] is True
+    finally:
+        again.stop()
+
+
+def test_corrupt_database_is_moved_aside_and_rebuilt(env: Env) -> None:
+    env.vars["MEMORYD_STORAGE__AUDIT_MAX_EVENTS"] = "20"
+    env.vars["MEMORYD_STORAGE__AUDIT_TRIM_TO"] = "10"
+    daemon = Daemon(env).start()
+    ids = [ok_json(env, "remember", f"Fact number {i} about the build")["id"] for i in range(30)]
+    daemon.stop()
+    project = _project_dir(env)
+    assert (project / "memory.db.bak").exists()  # the trim made a checkpoint first
+    audit_lines = (project / "audit.jsonl").read_text().splitlines()
+    assert len(audit_lines) <= 20
+    (project / "memory.db").write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (project / f"memory.db{suffix}").unlink(missing_ok=True)
+    again = Daemon(env).start()
+    try:
+        listed = {e["id"] for e in ok_json(env, "list")["entries"]}
+        assert listed == set(ids)  # backup + journal replay restore every entry
+        assert list(project.glob("memory.db.corrupt-*"))  # moved aside, never deleted
+        assert any("corrupt" in e["description"] for e in ok_json(env, "status")["errors"])
+    finally:
+        again.stop()
+    conn = sqlite3.connect(project / "memory.db")
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+
+
+@pytest.mark.parametrize("command", ["install-service", "uninstall-service"])
+def test_service_files_dry_run(env: Env, command: str) -> None:
+    result = subprocess.run([str(BIN / "memoryd"), command, "--dry-run"], env=env.environ(),
+                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    if command == "install-service":
+        assert f"ExecStart={BIN / 'memoryd'} run" in result.stdout
+        assert "Type=notify" in result.stdout and "@EXEC@" not in result.stdout
+        assert "systemctl --user daemon-reload && systemctl --user enable --now memoryd" in result.stdout
+    unit = Path(env.vars["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memoryd.service"
+    assert not unit.exists()  # a dry run changes nothing
+
+
+def test_service_install_and_uninstall(env: Env) -> None:
+    unit = Path(env.vars["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memoryd.service"
+    run = lambda *a: subprocess.run([str(BIN / "memoryd"), *a], env=env.environ(),  # noqa: E731
+                                    capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert run("install-service").returncode == 0
+    assert f"ExecStart={BIN / 'memoryd'} run" in unit.read_text()
+    assert run("install-service").returncode == 0  # idempotent
+    assert run("uninstall-service").returncode == 0 and not unit.exists()
