@@ -3,6 +3,7 @@ the real client. A daemon is ready when ``hello`` answers; nothing here sleeps f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -79,7 +80,10 @@ class Daemon:
         self.stderr_path = self.env.root / f"daemon-{time.monotonic_ns()}.log"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [str(BIN / "memoryd"), "run"], env=environ, stdout=subprocess.DEVNULL, stderr=self._stderr
+            [str(BIN / "memoryd"), "run"],
+            env=environ,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
         )
         if wait:
             self.wait_ready()
@@ -97,10 +101,8 @@ class Daemon:
                 except DaemonUnavailable:
                     # The socket file appears when the daemon binds; wait for it without sleeping
                     # blindly: poll the process with a short timeout instead.
-                    try:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
                         self.proc.wait(timeout=0.05)
-                    except subprocess.TimeoutExpired:
-                        pass
                     continue
                 if isinstance(reply, protocol.Ok):
                     return
@@ -135,7 +137,9 @@ class Result:
         return json.loads(self.stdout)
 
 
-def memctl(env: Env, *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 60) -> Result:
+def memctl(
+    env: Env, *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 60
+) -> Result:
     """Run the real ``memctl`` with the test's environment, in the project directory."""
     proc = subprocess.run(
         [str(BIN / "memctl"), *args],

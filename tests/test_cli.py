@@ -21,7 +21,15 @@ def test_status_shape(env: Env, daemon) -> None:
 
 
 def test_remember_search_list_roundtrip(env: Env, daemon) -> None:
-    r = ok_json(env, "remember", "Use pnpm, not npm, for the web workspace", "--tag", "tooling", "--file", "web/package.json")
+    r = ok_json(
+        env,
+        "remember",
+        "Use pnpm, not npm, for the web workspace",
+        "--tag",
+        "tooling",
+        "--file",
+        "web/package.json",
+    )
     assert r["duplicate"] is False and r["status"] == "confirmed" and len(r["id"]) == 32
     found = ok_json(env, "search", "pnpm workspace")["results"]
     assert [x["id"] for x in found] == [r["id"]]
@@ -74,7 +82,9 @@ def test_pin_unpin_forget(env: Env, daemon) -> None:
 def test_search_batch_mode(env: Env, daemon) -> None:
     ok_json(env, "remember", "Redis is the session cache")
     ok_json(env, "remember", "Postgres holds the orders table")
-    result = memctl(env, "search", "-", stdin="redis cache\n\npostgres orders\nnothing matches zzz\n")
+    result = memctl(
+        env, "search", "-", stdin="redis cache\n\npostgres orders\nnothing matches zzz\n"
+    )
     assert result.code == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [x["query"] for x in lines] == ["redis cache", "postgres orders", "nothing matches zzz"]
@@ -85,8 +95,12 @@ def test_search_batch_mode(env: Env, daemon) -> None:
 
 def test_import_export_roundtrip(env: Env, daemon, tmp_path: Path) -> None:
     lines = [
-        json.dumps({"content": "Deploys go through ArgoCD", "category": "decision", "tags": ["ops"]}),
-        json.dumps({"content": "Use UTC everywhere", "section": "Constraints", "created_at": 1700000000}),
+        json.dumps(
+            {"content": "Deploys go through ArgoCD", "category": "decision", "tags": ["ops"]}
+        ),
+        json.dumps(
+            {"content": "Use UTC everywhere", "section": "Constraints", "created_at": 1700000000}
+        ),
         "not json at all",
         json.dumps({"category": "decision"}),
         json.dumps({"content": "Deploys go through ArgoCD"}),
@@ -103,9 +117,14 @@ def test_import_export_roundtrip(env: Env, daemon, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     assert memctl(env, "export", str(out)).code == 0
     exported = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(e["content"] for e in exported) == ["Deploys go through ArgoCD", "Use UTC everywhere"]
+    assert sorted(e["content"] for e in exported) == [
+        "Deploys go through ArgoCD",
+        "Use UTC everywhere",
+    ]
     assert [e["id"] for e in exported] == sorted(e["id"] for e in exported)
-    assert next(e for e in exported if e["content"].startswith("Use UTC"))["created_at"] == 1700000000
+    assert (
+        next(e for e in exported if e["content"].startswith("Use UTC"))["created_at"] == 1700000000
+    )
 
     # Re-importing the export into another project reproduces it.
     other = env.root / "other"
@@ -131,13 +150,15 @@ def test_audit_shows_changes(env: Env, daemon) -> None:
 
 def test_audit_follow_long_polls(env: Env, daemon) -> None:
     import subprocess
-
     import sys
 
     ok_json(env, "remember", "Staging resets every Sunday")
     with subprocess.Popen(
         [str(Path(sys.executable).parent / "memctl"), "audit", "--follow", "-n", "1"],
-        cwd=env.project, env=env.environ(), stdout=subprocess.PIPE, text=True,
+        cwd=env.project,
+        env=env.environ(),
+        stdout=subprocess.PIPE,
+        text=True,
     ) as follower:
         try:
             # The first line proves the follower is connected; the second can only come from

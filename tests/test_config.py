@@ -1,4 +1,4 @@
-"""Configuration: the example file equals the model; sources in order CLI > env > file > defaults."""
+"""Configuration: the example file equals the model; precedence CLI > env > file > defaults."""
 
 from __future__ import annotations
 

@@ -9,18 +9,33 @@ from hypothesis import strategies as st
 from memctl.protocol import Source
 from memoryd.core import audit_chain, entries
 from memoryd.core.errors import BadRequest, TooLarge
-from memoryd.core.events import EntryAdded, EntryReinforced, plan_import, plan_pin, plan_remember, plan_unpin
+from memoryd.core.events import (
+    EntryAdded,
+    EntryReinforced,
+    plan_import,
+    plan_pin,
+    plan_remember,
+    plan_unpin,
+)
 from memoryd.core.projects import resolve_root, slug
 
 
 def _entry(content: str = "Use ruff for linting", **kw):
-    defaults = dict(entry_id="a" * 32, content=content, category="pattern", status="confirmed",
-                    now=100.0, source=Source(kind="user"))  # fmt: skip
+    defaults = dict(
+        entry_id="a" * 32,
+        content=content,
+        category="pattern",
+        status="confirmed",
+        now=100.0,
+        source=Source(kind="user"),
+    )
     return entries.new_entry(**(defaults | kw))
 
 
 def test_fingerprint_normalizes_case_and_whitespace() -> None:
-    assert entries.fingerprint("Use  Ruff\tfor linting ") == entries.fingerprint("use ruff for linting")
+    assert entries.fingerprint("Use  Ruff\tfor linting ") == entries.fingerprint(
+        "use ruff for linting"
+    )
     assert entries.fingerprint("use ruff") != entries.fingerprint("use black")
     assert len(entries.fingerprint("x")) == 16
 
@@ -89,11 +104,17 @@ def test_plan_remember_adds_or_reinforces() -> None:
     assert plan_remember(new, None, 5.0) == EntryAdded(new)
     existing = _entry(importance=0.95)
     reinforced = plan_remember(new, existing, 200.0)
-    assert reinforced == EntryReinforced(id=existing.id, importance=1.0, access_count=1, updated_at=200.0)
+    assert reinforced == EntryReinforced(
+        id=existing.id, importance=1.0, access_count=1, updated_at=200.0
+    )
 
 
 def test_plan_import_skips_known_and_repeated() -> None:
-    a, b, a2 = _entry("one", entry_id="1" * 32), _entry("two", entry_id="2" * 32), _entry("ONE", entry_id="3" * 32)
+    a, b, a2 = (
+        _entry("one", entry_id="1" * 32),
+        _entry("two", entry_id="2" * 32),
+        _entry("ONE", entry_id="3" * 32),
+    )
     event = plan_import([a, b, a2], known_fingerprints={b.fingerprint})
     assert [e.id for e in event.entries] == [a.id]
 

@@ -35,19 +35,30 @@ def test_core_imports_no_io_statically() -> None:
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    script = code + "\nimport sys; print('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return set(out.stdout.split())
 
 
 def test_client_runtime_import_set_is_small() -> None:
     loaded = _modules_after("import memctl.cli, memctl.transport, memctl.protocol")
     assert not {m for m in loaded if m.split(".")[0] == "memoryd"}
-    heavy = {"pydantic", "structlog", "tantivy", "watchdog", "apscheduler", "sqlite3", "platformdirs", "mcp"}
+    heavy = {
+        "pydantic",
+        "structlog",
+        "tantivy",
+        "watchdog",
+        "apscheduler",
+        "sqlite3",
+        "platformdirs",
+        "mcp",
+    }
     assert not {m.split(".")[0] for m in loaded} & heavy
 
 
 def test_core_runtime_imports() -> None:
-    core = sorted(p.stem for p in (ROOT / "daemon" / "memoryd" / "core").glob("*.py") if p.stem != "__init__")
+    core = sorted(
+        p.stem for p in (ROOT / "daemon" / "memoryd" / "core").glob("*.py") if p.stem != "__init__"
+    )
     loaded = _modules_after("\n".join(f"import memoryd.core.{m}" for m in core))
     assert not {m.split(".")[0] for m in loaded} & FORBIDDEN_IN_CORE

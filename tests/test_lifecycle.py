@@ -29,8 +29,9 @@ def test_socket_and_directory_are_private(env: Env, daemon: Daemon) -> None:
 
 def test_second_daemon_refuses_at_once(env: Env, daemon: Daemon) -> None:
     started = time.monotonic()
-    second = subprocess.run([str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True,
-                            text=True, timeout=30)  # fmt: skip
+    second = subprocess.run(
+        [str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True, text=True, timeout=30
+    )
     assert second.returncode == 1
     assert "already running" in second.stderr and str(daemon.proc.pid) in second.stderr
     assert time.monotonic() - started < 10  # generous: it must not wait for anything
@@ -44,8 +45,9 @@ def test_runtime_dir_symlink_is_refused(env: Env, tmp_path: Path) -> None:
     run = Path(env.vars["XDG_RUNTIME_DIR"])
     run.mkdir(parents=True, exist_ok=True)
     (run / "memoryd").symlink_to(real)
-    result = subprocess.run([str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True,
-                            text=True, timeout=30)  # fmt: skip
+    result = subprocess.run(
+        [str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 1 and "symlink" in result.stderr
 
 
@@ -135,8 +137,9 @@ def test_invalid_config_file_fails_start_clearly(env: Env) -> None:
     config = Path(env.vars["XDG_CONFIG_HOME"]) / "memoryd" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text("[storage]\naudit_max_events = 'many'\n")
-    result = subprocess.run([str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True,
-                            text=True, timeout=30)  # fmt: skip
+    result = subprocess.run(
+        [str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 2 and "invalid configuration" in result.stderr
 
 
@@ -156,8 +159,12 @@ def _project_dir(env: Env) -> Path:
 
 
 def test_deleted_index_is_rebuilt_with_identical_results(env: Env, daemon: Daemon) -> None:
-    for text in ("Auth tokens expire after one hour", "The auth service is written in Go",
-                 "Payments use Stripe webhooks", "Token refresh happens in middleware"):  # fmt: skip
+    for text in (
+        "Auth tokens expire after one hour",
+        "The auth service is written in Go",
+        "Payments use Stripe webhooks",
+        "Token refresh happens in middleware",
+    ):
         ok_json(env, "remember", text)
     before = ok_json(env, "search", "auth token", "-k", "10")["results"]
     daemon.stop()
@@ -180,7 +187,9 @@ def test_corrupt_index_is_rebuilt(env: Env, daemon: Daemon) -> None:
             path.write_bytes(b"garbage")
     again = Daemon(env).start()
     try:
-        assert ok_json(env, "search", "feature flags")["results"][0]["content"].startswith("Feature")
+        assert ok_json(env, "search", "feature flags")["results"][0]["content"].startswith(
+            "Feature"
+        )
     finally:
         again.stop()
 
@@ -196,8 +205,14 @@ def test_journaled_but_unapplied_event_is_replayed(env: Env, daemon: Daemon) -> 
     from memoryd.core.events import EntryAdded
 
     journal = AuditJournal(_project_dir(env) / "audit.jsonl")
-    entry = new_entry(entry_id="f" * 32, content="Journaled before the crash", category="decision",
-                      status="confirmed", now=time.time(), source=Source(kind="user"))  # fmt: skip
+    entry = new_entry(
+        entry_id="f" * 32,
+        content="Journaled before the crash",
+        category="decision",
+        status="confirmed",
+        now=time.time(),
+        source=Source(kind="user"),
+    )
     journal.append(EntryAdded(entry))
     journal.close()
     again = Daemon(env).start()
@@ -238,21 +253,37 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(env: Env) -> None:
 
 @pytest.mark.parametrize("command", ["install-service", "uninstall-service"])
 def test_service_files_dry_run(env: Env, command: str) -> None:
-    result = subprocess.run([str(BIN / "memoryd"), command, "--dry-run"], env=env.environ(),
-                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    result = subprocess.run(
+        [str(BIN / "memoryd"), command, "--dry-run"],
+        env=env.environ(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 0, result.stderr
     if command == "install-service":
         assert f"ExecStart={BIN / 'memoryd'} run" in result.stdout
         assert "Type=notify" in result.stdout and "@EXEC@" not in result.stdout
-        assert "systemctl --user daemon-reload && systemctl --user enable --now memoryd" in result.stdout
+        assert (
+            "systemctl --user daemon-reload && systemctl --user enable --now memoryd"
+            in result.stdout
+        )
     unit = Path(env.vars["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memoryd.service"
     assert not unit.exists()  # a dry run changes nothing
 
 
 def test_service_install_and_uninstall(env: Env) -> None:
     unit = Path(env.vars["XDG_CONFIG_HOME"]) / "systemd" / "user" / "memoryd.service"
-    run = lambda *a: subprocess.run([str(BIN / "memoryd"), *a], env=env.environ(),  # noqa: E731
-                                    capture_output=True, text=True, timeout=30)  # fmt: skip
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "memoryd"), *a],
+            env=env.environ(),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
     assert run("install-service").returncode == 0
     assert f"ExecStart={BIN / 'memoryd'} run" in unit.read_text()
     assert run("install-service").returncode == 0  # idempotent

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from memctl.protocol import Source
 from memoryd.core.entries import new_entry
-from memoryd.core.events import EntriesForgotten, EntriesImported, EntryAdded, EntryReinforced, EntryStatusChanged
+from memoryd.core.events import (
+    EntriesForgotten,
+    EntriesImported,
+    EntryAdded,
+    EntryReinforced,
+    EntryStatusChanged,
+)
 from memoryd.store.base import StoreCorrupt
 from memoryd.store.migrations import SCHEMA_VERSION, SchemaTooNew
 from memoryd.store.sqlite import SqliteStore
@@ -22,8 +29,15 @@ def store(request, tmp_path: Path):
 
 
 def _e(i: int, content: str | None = None, **kw):
-    return new_entry(entry_id=f"{i:032x}", content=content or f"entry number {i}", category="decision",
-                     status="confirmed", now=float(i), source=Source(kind="user"), **kw)  # fmt: skip
+    return new_entry(
+        entry_id=f"{i:032x}",
+        content=content or f"entry number {i}",
+        category="decision",
+        status="confirmed",
+        now=float(i),
+        source=Source(kind="user"),
+        **kw,
+    )
 
 
 def test_apply_records_audit_seq_and_is_idempotent(store) -> None:
@@ -47,22 +61,26 @@ def test_every_event_kind(store) -> None:
 
 
 def test_lookups(store) -> None:
-    store.apply(EntriesImported((_e(1, "Use Redis for caching"), _e(2, "50% of_tests are slow"))), 1)
+    store.apply(
+        EntriesImported((_e(1, "Use Redis for caching"), _e(2, "50% of_tests are slow"))), 1
+    )
     assert store.find_fingerprint(_e(1, "use  redis FOR caching").fingerprint).id == _e(1).id
     assert [e.id for e in store.find_keyword("REDIS", 10)] == [_e(1).id]
     assert [e.id for e in store.find_keyword("50%", 10)] == [_e(2).id]  # LIKE wildcards escaped
-    assert store.find_keyword("%", 10) == [] or all("%" in e.content for e in store.find_keyword("%", 10))
+    assert store.find_keyword("%", 10) == [] or all(
+        "%" in e.content for e in store.find_keyword("%", 10)
+    )
     assert [e.id for e in store.find_id_prefix("0000")] == [_e(1).id, _e(2).id]
     assert set(store.get_many([_e(1).id, "missing"])) == {_e(1).id}
 
 
 def test_listing_and_paging(store) -> None:
     store.apply(EntriesImported(tuple(_e(i) for i in range(1, 8))), 1)
-    page, total = store.list(category=None, status=None, archived=False, limit=3, offset=0)
+    page, total = store.list_entries(category=None, status=None, archived=False, limit=3, offset=0)
     assert total == 7 and [e.created_at for e in page] == [7.0, 6.0, 5.0]
-    page, _ = store.list(category="decision", status="confirmed", archived=False, limit=3, offset=6)
+    page, _ = store.list_entries(category="decision", status="confirmed", archived=False, limit=3, offset=6)
     assert [e.created_at for e in page] == [1.0]
-    assert store.list(category="error", status=None, archived=False, limit=5, offset=0) == ([], 0)
+    assert store.list_entries(category="error", status=None, archived=False, limit=5, offset=0) == ([], 0)
     assert [e.id for e in store.iter_all()] == sorted(_e(i).id for i in range(1, 8))
 
 
@@ -80,7 +98,7 @@ def test_change_sequence(store) -> None:
 
 def test_unique_active_fingerprint(store) -> None:
     store.apply(EntryAdded(_e(1, "same text")), 1)
-    with pytest.raises(Exception):
+    with pytest.raises(sqlite3.IntegrityError):
         store.apply(EntryAdded(_e(2, "Same  text")), 2)
     assert store.applied_audit_seq() == 1  # the failed transaction left nothing behind
 
@@ -99,8 +117,6 @@ def test_corrupt_and_too_new_files(tmp_path: Path) -> None:
     bad.write_bytes(b"not sqlite" * 500)
     with pytest.raises(StoreCorrupt):
         SqliteStore(bad)
-    import sqlite3
-
     newer = tmp_path / "newer.db"
     conn = sqlite3.connect(newer)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
@@ -110,7 +126,20 @@ def test_corrupt_and_too_new_files(tmp_path: Path) -> None:
 
 
 def test_migrations_create_every_table(store) -> None:
-    tables = {r[0] for r in store._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"entries", "edges", "episodes", "sessions", "findings", "conflicts", "aliases", "notes",
-            "settings", "changes", "meta"} <= tables  # fmt: skip
+    tables = {
+        r[0] for r in store._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+    }
+    assert {
+        "entries",
+        "edges",
+        "episodes",
+        "sessions",
+        "findings",
+        "conflicts",
+        "aliases",
+        "notes",
+        "settings",
+        "changes",
+        "meta",
+    } <= tables
     assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -86,8 +86,14 @@ def cmd_status(s: Session) -> None:
 def cmd_remember(s: Session) -> None:
     a = s.args
     text = sys.stdin.read() if a.text == "-" else a.text
-    request = protocol.Remember(content=text, category=a.category, section=a.section,
-                                tags=a.tag, file_paths=a.file, pin=a.pin)  # fmt: skip
+    request = protocol.Remember(
+        content=text,
+        category=a.category,
+        section=a.section,
+        tags=a.tag,
+        file_paths=a.file,
+        pin=a.pin,
+    )
     s.emit(s.call(request), render.remembered)
 
 
@@ -102,13 +108,17 @@ def cmd_search(s: Session) -> None:
         query = line.rstrip("\n")
         if query.strip():
             result = s.call(protocol.Search(query=query, k=a.k, archive=a.archive, files=a.file))
-            sys.stdout.write(_json.encode({"query": query, **msgspec.to_builtins(result)}).decode() + "\n")
+            sys.stdout.write(
+                _json.encode({"query": query, **msgspec.to_builtins(result)}).decode() + "\n"
+            )
             sys.stdout.flush()
 
 
 def cmd_list(s: Session) -> None:
     a = s.args
-    request = protocol.ListEntries(category=a.category, status=a.status, archived=a.archived, limit=a.limit)
+    request = protocol.ListEntries(
+        category=a.category, status=a.status, archived=a.archived, limit=a.limit
+    )
     s.emit(s.call(request), render.listing)
 
 
@@ -136,7 +146,8 @@ def _read_lines(source: str) -> list[str]:
 
 def _chunks(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
     """Split lines into requests under the daemon's message limit; yields (first line no, lines)."""
-    start, size, chunk = 1, 0, []
+    start, size = 1, 0
+    chunk: list[str] = []
     for number, line in enumerate(lines, start=1):
         if chunk and size + len(line) + 16 > IMPORT_CHUNK_BYTES:
             yield start, chunk

@@ -3,31 +3,31 @@
 ``MEMORYD_SOCKET`` (a path or a full ``ipc://``/``tcp://`` endpoint) overrides everything;
 otherwise ``$XDG_RUNTIME_DIR/memoryd/memoryd.sock``, and without XDG_RUNTIME_DIR (macOS, some
 containers) a private directory under the user's state directory (SPEC §4).
+
+Plain ``os.path`` strings, not pathlib: this module is on every hook's start-up path.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 SOCKET_NAME = "memoryd.sock"
 
 
-def runtime_dir() -> Path:
+def runtime_dir() -> str:
     """The directory that holds the socket and the lock file."""
     override = os.environ.get("MEMORYD_SOCKET")
-    if override:
-        path = override.removeprefix("ipc://")
-        if not override.startswith("tcp://"):
-            return Path(path).parent
+    if override and not override.startswith("tcp://"):
+        return os.path.dirname(override.removeprefix("ipc://"))
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
-        return Path(xdg) / "memoryd"
+        return os.path.join(xdg, "memoryd")
+    home = os.path.expanduser("~")
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "memoryd" / "run"
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "memoryd" / "run"
+        return os.path.join(home, "Library", "Caches", "memoryd", "run")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return os.path.join(state, "memoryd", "run")
 
 
 def endpoint() -> str:
@@ -37,9 +37,9 @@ def endpoint() -> str:
         if override.startswith(("ipc://", "tcp://")):
             return override
         return "ipc://" + override
-    return "ipc://" + str(runtime_dir() / SOCKET_NAME)
+    return "ipc://" + os.path.join(runtime_dir(), SOCKET_NAME)
 
 
-def ipc_path(ep: str) -> Path | None:
+def ipc_path(ep: str) -> str | None:
     """The filesystem path of an ``ipc://`` endpoint, or None for other transports."""
-    return Path(ep.removeprefix("ipc://")) if ep.startswith("ipc://") else None
+    return ep.removeprefix("ipc://") if ep.startswith("ipc://") else None

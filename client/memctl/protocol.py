@@ -37,7 +37,9 @@ Status = Literal["candidate", "confirmed", "pinned"]
 ArchivedReason = Literal["superseded", "stale", "evicted", "user"]
 SourceKind = Literal["user", "agent", "transcript", "memory-bank", "import"]
 
-RequestId = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | Annotated[str, msgspec.Meta(max_length=128)]
+RequestId = (
+    Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | Annotated[str, msgspec.Meta(max_length=128)]
+)
 Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 ShortText = Annotated[str, msgspec.Meta(max_length=4096)]
 PathText = Annotated[str, msgspec.Meta(max_length=4096)]
@@ -172,7 +174,8 @@ class Unpin(Request, tag="unpin"):
 
 
 class Import(Request, tag="import"):
-    """Import JSONL lines (content plus optional category, section, tags, file_paths, created_at)."""
+    """Import JSONL lines: content, and optionally category, section, tags, file_paths,
+    created_at."""
 
     lines: Annotated[list[str], msgspec.Meta(max_length=100_000)]
     first_line: Annotated[int, msgspec.Meta(ge=1)] = 1
@@ -374,9 +377,9 @@ class Error(msgspec.Struct, tag_field="status", tag="error", kw_only=True):
 Reply = Ok | Error
 
 _encoder = msgspec.msgpack.Encoder()
-_request_decoder = msgspec.msgpack.Decoder(AnyRequest)
+_request_decoder: msgspec.msgpack.Decoder[AnyRequest] = msgspec.msgpack.Decoder(AnyRequest)
 _envelope_decoder = msgspec.msgpack.Decoder(Envelope)
-_reply_decoder = msgspec.msgpack.Decoder(Reply)
+_reply_decoder: msgspec.msgpack.Decoder[Reply] = msgspec.msgpack.Decoder(Reply)
 
 
 def encode(message: msgspec.Struct) -> bytes:

@@ -11,12 +11,15 @@ def _short(entry_id: str) -> str:
 
 def status(r: dict[str, Any]) -> str:
     d = r["daemon"]
-    lines = [f"memoryd {d['version']} (protocol {d['protocol']}), pid {d['pid']}, up {d['uptime_s']:.0f}s"]
+    head = f"memoryd {d['version']} (protocol {d['protocol']}), pid {d['pid']}"
+    lines = [f"{head}, up {d['uptime_s']:.0f}s"]
     if r.get("project"):
         p, e = r["project"], r["project"]["entries"]
         lines.append(f"project {p['root']} ({p['slug']})")
-        lines.append(f"entries: {e['confirmed']} confirmed, {e['pinned']} pinned, "
-                     f"{e['candidate']} candidate, {e['archived']} archived")  # fmt: skip
+        lines.append(
+            f"entries: {e['confirmed']} confirmed, {e['pinned']} pinned, "
+            f"{e['candidate']} candidate, {e['archived']} archived"
+        )
     slo = r["slo"]
     if slo.get("p95_ms") is not None:
         state = "degraded" if slo["degraded"] else "normal"
@@ -43,7 +46,9 @@ def search(r: dict[str, Any]) -> str:
 def listing(r: dict[str, Any]) -> str:
     if not r["entries"]:
         return "no entries"
-    rows = [f"{_short(e['id'])}  [{e['category']}/{e['status']}]  {e['content']}" for e in r["entries"]]
+    rows = [
+        f"{_short(e['id'])}  [{e['category']}/{e['status']}]  {e['content']}" for e in r["entries"]
+    ]
     if r["total"] > len(r["entries"]):
         rows.append(f"… {r['total'] - len(r['entries'])} more (use --limit)")
     return "\n".join(rows)
@@ -58,7 +63,9 @@ def pinned(r: dict[str, Any]) -> str:
 
 
 def imported(r: dict[str, Any]) -> str:
-    lines = [f"imported {r['imported']}, duplicates {r['duplicates']}, rejected {len(r['rejected'])}"]
+    lines = [
+        f"imported {r['imported']}, duplicates {r['duplicates']}, rejected {len(r['rejected'])}"
+    ]
     lines += [f"  line {x['line']}: {x['reason']}" for x in r["rejected"][:20]]
     return "\n".join(lines)
 

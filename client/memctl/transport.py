@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 
 import msgspec
 import zmq
@@ -34,7 +33,7 @@ class MessageTooLarge(ValueError):
 
 
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 class Client:

@@ -13,7 +13,6 @@ import zmq
 
 from memctl import __version__, paths
 from memctl import protocol as p
-
 from memoryd import config, logs, messages, runtime
 from memoryd.background import BackgroundErrors
 from memoryd.jobs import Jobs
@@ -34,15 +33,19 @@ class Daemon:
     def run(self) -> int:
         started = time.monotonic()
         endpoint = paths.endpoint()
-        socket_path = paths.ipc_path(endpoint)
+        ipc = paths.ipc_path(endpoint)
+        socket_path = Path(ipc) if ipc else None
+        run_dir = Path(paths.runtime_dir())
         with contextlib.ExitStack() as stack:
-            runtime.prepare_private_dir(paths.runtime_dir())
-            lock = runtime.InstanceLock(paths.runtime_dir() / "memoryd.lock")
+            runtime.prepare_private_dir(run_dir)
+            lock = runtime.InstanceLock(run_dir / "memoryd.lock")
             lock.acquire()
             stack.callback(lock.release)
 
             errors = BackgroundErrors()
-            errors.on_record = lambda e: self.log.warning("background_error", description=e.description, severity=e.severity)
+            errors.on_record = lambda e: self.log.warning(
+                "background_error", description=e.description, severity=e.severity
+            )
             data_root = config.data_dir(self.settings)
             data_root.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.registry = ProjectRegistry(data_root, self.settings.storage, errors)
@@ -72,8 +75,16 @@ class Daemon:
             stack.callback(self.jobs.shutdown)
 
             runtime.notify_systemd("READY=1")
-            self.log.info("started", version=__version__, protocol=p.PROTOCOL_VERSION, pid=os.getpid(),
-                          socket=endpoint, data_dir=str(data_root), ms=round((time.monotonic() - started) * 1000, 1))  # fmt: skip
+            ready_ms = round((time.monotonic() - started) * 1000, 1)
+            self.log.info(
+                "started",
+                version=__version__,
+                protocol=p.PROTOCOL_VERSION,
+                pid=os.getpid(),
+                socket=endpoint,
+                data_dir=str(data_root),
+                ms=ready_ms,
+            )
             self.server.serve()
             runtime.notify_systemd("STOPPING=1")
         self.log.info("stopped")
@@ -108,7 +119,9 @@ class Daemon:
         logs.configure(fresh.logging.level, _log_file(fresh))
         if self.jobs is not None and fresh.jobs != self.settings.jobs:
             self.jobs.reschedule(index_commit_s=fresh.jobs.index_commit_s)
-        restart_needed = [s for s in ("server", "storage") if getattr(fresh, s) != getattr(self.settings, s)]
+        restart_needed = [
+            s for s in ("server", "storage") if getattr(fresh, s) != getattr(self.settings, s)
+        ]
         self.settings = fresh
         self.log = logs.get()
         self.log.info("reloaded", needs_restart_for=restart_needed)

@@ -85,7 +85,9 @@ class AuditJournal:
     def append(self, event: Event) -> int:
         """Journal ``event`` durably and return its sequence number."""
         seq = self.last_seq + 1
-        body = _encoder.encode(AuditRecord(seq=seq, ts=self._clock(), event=event, prev=self.last_hash))
+        body = _encoder.encode(
+            AuditRecord(seq=seq, ts=self._clock(), event=event, prev=self.last_hash)
+        )
         line, digest = audit_chain.seal(body, self.last_hash)
         self._fh.write(line + b"\n")
         self._fh.flush()

@@ -33,7 +33,7 @@ class BackgroundErrors:
 
     def take(self) -> list[BackgroundError]:
         """The oldest unreported errors (at most ``limit``); each is returned once."""
-        taken = []
+        taken: list[BackgroundError] = []
         while self._pending and len(taken) < self._limit:
             taken.append(self._pending.popleft())
         return taken

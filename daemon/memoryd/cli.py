@@ -14,11 +14,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the daemon in the foreground (JSON logs on stderr)")
-    run.add_argument("--config", type=Path, help="config file (default $XDG_CONFIG_HOME/memoryd/config.toml)")
+    run.add_argument(
+        "--config", type=Path, help="config file (default $XDG_CONFIG_HOME/memoryd/config.toml)"
+    )
     run.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     for name, text in (("install-service", "install"), ("uninstall-service", "remove")):
         cmd = sub.add_parser(name, help=f"{text} the systemd user unit / launchd agent")
-        cmd.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+        cmd.add_argument(
+            "--dry-run", action="store_true", help="print what would be done, change nothing"
+        )
     sub.add_parser("config-example", help="print every setting with its default, as TOML")
     return parser
 

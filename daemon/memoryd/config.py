@@ -27,13 +27,17 @@ class _Section(BaseModel):
 
 class ServerSettings(_Section):
     max_message_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+        4 * 1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
         description="Largest request frame accepted; larger frames are dropped by ZeroMQ.",
-    )  # fmt: skip
+    )
     reply_cache_size: int = Field(
-        256, ge=0, le=100_000,
+        256,
+        ge=0,
+        le=100_000,
         description="Replies remembered per request id, so a client's retry is not applied twice.",
-    )  # fmt: skip
+    )
 
 
 class StorageSettings(_Section):
@@ -41,7 +45,8 @@ class StorageSettings(_Section):
         "", description="Where project data lives; empty means $XDG_DATA_HOME/memoryd."
     )
     synchronous: Literal["FULL", "NORMAL"] = Field(
-        "FULL", description="SQLite synchronous mode; FULL survives power loss, NORMAL only crashes."
+        "FULL",
+        description="SQLite synchronous mode; FULL survives power loss, NORMAL only crashes.",
     )
     audit_max_events: int = Field(
         5000, ge=10, description="Audit events kept per project before trimming."
@@ -60,16 +65,20 @@ class StorageSettings(_Section):
 
 class JobsSettings(_Section):
     index_commit_s: float = Field(
-        5.0, gt=0, le=3600,
+        5.0,
+        gt=0,
+        le=3600,
         description="How often pending index changes are committed when no search forces it (s).",
-    )  # fmt: skip
+    )
 
 
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Least severe level written to the log."
     )
-    file: bool = Field(True, description="Also write JSON lines to $XDG_STATE_HOME/memoryd/memoryd.log.")
+    file: bool = Field(
+        True, description="Also write JSON lines to $XDG_STATE_HOME/memoryd/memoryd.log."
+    )
 
 
 class Settings(BaseSettings):

@@ -18,16 +18,71 @@ from pathlib import Path
 import tantivy
 
 from memctl.protocol import Entry
-
 from memoryd.store.base import Store
 
 META_ID = "__meta__"
 FIELD_BOOSTS = {"content": 2.0, "tags": 1.5, "file_paths": 1.2, "category": 1.0}
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 STOP_WORDS = frozenset(
-    """a an and are as at be but by for from has have how i in is it its of on or that the this
-    to was we what when where which who why will with you your do does did not no can should
-    would could there their them they these those our us me my""".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "do",
+        "does",
+        "did",
+        "not",
+        "no",
+        "can",
+        "should",
+        "would",
+        "could",
+        "there",
+        "their",
+        "them",
+        "they",
+        "these",
+        "those",
+        "our",
+        "us",
+        "me",
+        "my",
+    ]
 )
 
 
@@ -110,7 +165,9 @@ class SearchIndex:
         store_seq = store.change_seq()
         if self.applied_seq < 0 or self.applied_seq > store_seq:
             if self.rebuild_reason is None and store_seq > 0:
-                self.rebuild_reason = "missing index" if self.applied_seq < 0 else "index ahead of store"
+                self.rebuild_reason = (
+                    "missing index" if self.applied_seq < 0 else "index ahead of store"
+                )
             return self.rebuild(store)
         if self.applied_seq == store_seq:
             return 0

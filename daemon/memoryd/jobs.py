@@ -16,9 +16,14 @@ class Jobs:
         self._zctx = zctx
         self._scheduler = BackgroundScheduler(daemon=True)
         self._scheduler.add_job(
-            self._post, "interval", seconds=index_commit_s, args=["index_commit"],
-            id="index_commit", coalesce=True, max_instances=1,
-        )  # fmt: skip
+            self._post,
+            "interval",
+            seconds=index_commit_s,
+            args=["index_commit"],
+            id="index_commit",
+            coalesce=True,
+            max_instances=1,
+        )
 
     def _post(self, job: str) -> None:
         # One short-lived PUSH socket per tick: zmq sockets must not be shared across the

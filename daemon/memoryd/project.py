@@ -17,7 +17,6 @@ from pathlib import Path
 import msgspec
 
 from memctl import protocol as p
-
 from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
@@ -78,7 +77,9 @@ class ProjectMemory:
             clock=clock,
         )
         if self.journal.torn_bytes:
-            errors.record(f"{self.slug}: cut a torn audit line ({self.journal.torn_bytes} bytes)", "warning")
+            errors.record(
+                f"{self.slug}: cut a torn audit line ({self.journal.torn_bytes} bytes)", "warning"
+            )
         self.store = self._open_store()
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
@@ -102,7 +103,9 @@ class ProjectMemory:
             backup = self.dir / "memory.db.bak"
             if backup.exists():
                 shutil.copyfile(backup, db)
-            self._errors.record(f"{self.slug}: database was corrupt ({exc}); moved aside and rebuilt", "error")
+            self._errors.record(
+                f"{self.slug}: database was corrupt ({exc}); moved aside and rebuilt", "error"
+            )
             return SqliteStore(db, synchronous=self._settings.synchronous)
 
     def _replay(self) -> int:
@@ -110,7 +113,10 @@ class ProjectMemory:
         if self.journal.last_seq < applied:
             # The journal lost its tail (deleted or restored by hand): continue numbering after
             # what the store holds so new events are never mistaken for applied ones.
-            self._errors.record(f"{self.slug}: audit log is behind the database; continuing after seq {applied}", "warning")
+            self._errors.record(
+                f"{self.slug}: audit log is behind the database; continuing after seq {applied}",
+                "warning",
+            )
             self.journal.last_seq = applied
             return 0
         count = 0
@@ -190,8 +196,12 @@ class ProjectMemory:
         event = plan_pin(entry, now) if pinned else plan_unpin(entry, now)
         if event is not None:
             self.commit(event)
-        return p.PinResult(id=entry.id, status="pinned" if pinned else (
-            "confirmed" if entry.status == "pinned" else entry.status))
+        return p.PinResult(
+            id=entry.id,
+            status="pinned"
+            if pinned
+            else ("confirmed" if entry.status == "pinned" else entry.status),
+        )
 
     def import_lines(self, lines: list[str], first_line: int) -> p.ImportResult:
         now = self._clock()
@@ -219,7 +229,9 @@ class ProjectMemory:
         line = _import_decoder.decode(raw)
         content = core_entries.clean_content(line.content)
         category = core_entries.resolve_category(line.category, line.section, content)
-        created = line.created_at if line.created_at is not None and 0 < line.created_at <= now else None
+        created = (
+            line.created_at if line.created_at is not None and 0 < line.created_at <= now else None
+        )
         return core_entries.new_entry(
             entry_id=self._new_id(),
             content=content,
@@ -240,10 +252,16 @@ class ProjectMemory:
         found = self.store.get_many([entry_id for entry_id, _ in hits])
         return [
             p.ScoredEntry(
-                id=e.id, content=e.content, category=e.category, status=e.status,
-                score=round(score, 4), importance=e.importance, tags=e.tags,
-                file_paths=e.file_paths, archived=e.archived,
-            )  # fmt: skip
+                id=e.id,
+                content=e.content,
+                category=e.category,
+                status=e.status,
+                score=round(score, 4),
+                importance=e.importance,
+                tags=e.tags,
+                file_paths=e.file_paths,
+                archived=e.archived,
+            )
             for entry_id, score in hits
             if (e := found.get(entry_id)) is not None
         ]
@@ -276,8 +294,12 @@ class ProjectMemory:
         state = self.index.state()
         active = self.store.counts()
         total = active.candidate + active.confirmed + active.pinned + active.archived
-        index = "ok" if state.documents == total else f"{state.documents} documents for {total} entries"
-        return p.CheckResult(ok=db == "ok" and chain.ok and index == "ok", database=db, audit=audit, index=index)
+        index = (
+            "ok" if state.documents == total else f"{state.documents} documents for {total} entries"
+        )
+        return p.CheckResult(
+            ok=db == "ok" and chain.ok and index == "ok", database=db, audit=audit, index=index
+        )
 
     def close(self) -> None:
         self.sync_index()
@@ -290,4 +312,3 @@ def _ambiguity(target: str, found: list[p.Entry]) -> str:
     shown = "; ".join(f"{e.id[:8]} {e.content[:40]!r}" for e in found[:5])
     more = f" and {len(found) - 5} more" if len(found) > 5 else ""
     return f"{len(found)} entries match {target!r}: {shown}{more}"
-

@@ -29,7 +29,9 @@ def prepare_private_dir(path: Path) -> None:
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise UnsafeRuntimeDir(f"{path} is not a directory (a symlink?); refusing to use it")
     if info.st_uid != os.getuid():
-        raise UnsafeRuntimeDir(f"{path} is owned by uid {info.st_uid}, not by you; refusing to use it")
+        raise UnsafeRuntimeDir(
+            f"{path} is owned by uid {info.st_uid}, not by you; refusing to use it"
+        )
     if stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(path, 0o700)
 

@@ -52,14 +52,23 @@ def plan(platform: str = sys.platform, home: Path | None = None) -> ServicePlan:
         log_dir = home / "Library" / "Logs"
         content = _template("launchd").replace("@EXEC@", exe).replace("@LOG_DIR@", str(log_dir))
         domain = f"gui/{os.getuid()}"
-        return ServicePlan("launchd", path, content, f"launchctl bootstrap {domain} {path}",
-                           f"launchctl bootout {domain}/{LAUNCHD_LABEL}")  # fmt: skip
+        return ServicePlan(
+            "launchd",
+            path,
+            content,
+            f"launchctl bootstrap {domain} {path}",
+            f"launchctl bootout {domain}/{LAUNCHD_LABEL}",
+        )
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     path = config_home / "systemd" / "user" / "memoryd.service"
     content = _template("systemd").replace("@EXEC@", exe)
-    return ServicePlan("systemd", path, content,
-                       "systemctl --user daemon-reload && systemctl --user enable --now memoryd",
-                       "systemctl --user disable --now memoryd")  # fmt: skip
+    return ServicePlan(
+        "systemd",
+        path,
+        content,
+        "systemctl --user daemon-reload && systemctl --user enable --now memoryd",
+        "systemctl --user disable --now memoryd",
+    )
 
 
 def install(service: ServicePlan) -> None:

@@ -70,9 +70,13 @@ def verify(lines: Iterable[bytes]) -> ChainReport:
             body, digest = unseal(raw)
             link = msgspec.json.decode(body, type=_Link)
         except (ChainError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return ChainReport(False, count, first_seq, last_seq, last_hash, f"after seq {last_seq}: {exc}")
+            return ChainReport(
+                False, count, first_seq, last_seq, last_hash, f"after seq {last_seq}: {exc}"
+            )
         if last_seq is not None and (link.prev != last_hash or link.seq != last_seq + 1):
-            return ChainReport(False, count, first_seq, last_seq, last_hash, f"broken link at seq {link.seq}")
+            return ChainReport(
+                False, count, first_seq, last_seq, last_hash, f"broken link at seq {link.seq}"
+            )
         first_seq = link.seq if first_seq is None else first_seq
         last_seq, last_hash, count = link.seq, digest, count + 1
     return ChainReport(True, count, first_seq, last_seq, last_hash)

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import get_args
 
 from memctl.protocol import Category, Entry, Source, Status
-
 from memoryd.core.errors import BadRequest, TooLarge
 
 MAX_CONTENT_CHARS = 500
@@ -56,8 +55,14 @@ def category_for_section(section: str) -> Category:
 # Cheap wording cues for a remembered text that names no category. Order matters: the first
 # family that matches wins, and constraints come first because missing one is the costliest.
 _CATEGORY_CUES: tuple[tuple[Category, re.Pattern[str]], ...] = (
-    ("warning", re.compile(r"\b(never|don'?t|do not|must not|avoid|careful|warning|beware)\b", re.I)),
-    ("decision", re.compile(r"\b(decided|decision|we chose|chose|we use|going with|switched to)\b", re.I)),
+    (
+        "warning",
+        re.compile(r"\b(never|don'?t|do not|must not|avoid|careful|warning|beware)\b", re.I),
+    ),
+    (
+        "decision",
+        re.compile(r"\b(decided|decision|we chose|chose|we use|going with|switched to)\b", re.I),
+    ),
     ("preference", re.compile(r"\b(i prefer|prefer|i like|i want)\b", re.I)),
     ("error", re.compile(r"\b(error|exception|fails?|failing|crash(es)?|bug|broken)\b", re.I)),
     ("pattern", re.compile(r"\b(always|convention|pattern|naming|style)\b", re.I)),

@@ -17,7 +17,6 @@ import msgspec
 
 from memctl import __version__
 from memctl import protocol as p
-
 from memoryd.background import BackgroundErrors
 from memoryd.registry import ProjectRegistry
 
@@ -70,7 +69,7 @@ def search(ctx: DaemonContext, req: p.Search) -> p.SearchResult:
 
 
 def list_entries(ctx: DaemonContext, req: p.ListEntries) -> p.ListResult:
-    entries, total = ctx.registry.get(req.project).store.list(
+    entries, total = ctx.registry.get(req.project).store.list_entries(
         category=req.category,
         status=req.status,
         archived=req.archived,
@@ -98,7 +97,9 @@ def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
 
 def export(ctx: DaemonContext, req: p.Export) -> p.ExportResult:
     store = ctx.registry.get(req.project).store
-    return p.ExportResult(entries=[e for e in store.iter_all() if req.include_archived or not e.archived])
+    return p.ExportResult(
+        entries=[e for e in store.iter_all() if req.include_archived or not e.archived]
+    )
 
 
 def audit_tail(ctx: DaemonContext, req: p.AuditTail) -> p.AuditResult | Parked:

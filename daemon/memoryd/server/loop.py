@@ -3,7 +3,6 @@ message at a time. Nothing a client sends can raise out of here or block it."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import time
@@ -15,13 +14,16 @@ import msgspec
 import zmq
 
 from memctl import protocol as p
-
 from memoryd import messages
 from memoryd.core.errors import MemorydError
 from memoryd.server.handlers import HANDLERS, MUTATING, DaemonContext, Parked
 
 DRAIN_BATCH = 64
-KNOWN_OPS = frozenset(t.__struct_config__.tag for t in p.REQUEST_TYPES)
+KNOWN_OPS = frozenset(str(t.__struct_config__.tag) for t in p.REQUEST_TYPES)
+
+
+def _op(request: p.Request) -> str:
+    return str(type(request).__struct_config__.tag)
 
 
 class _ParkedRequest:
@@ -68,7 +70,9 @@ class Server:
     def serve(self) -> None:
         """Serve until a stop is requested. Signals become internal messages (``stop`` and
         ``reload``) and travel the same path as everything else."""
-        previous = {s: signal.signal(s, _ignore) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        previous = {
+            s: signal.signal(s, _ignore) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        }
         old_fd = signal.set_wakeup_fd(self._sig_w.fileno(), warn_on_full_buffer=False)
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
@@ -138,18 +142,28 @@ class Server:
         else:
             envelope, body = frames[:1], frames[1:]
         if len(body) != 1:
-            self._reply(envelope, p.Error(id=None, code=p.ErrorCode.BAD_REQUEST,
-                        message=f"expected one message frame, got {len(body)}"), "-", started)  # fmt: skip
+            self._reply(
+                envelope,
+                p.Error(
+                    id=None,
+                    code=p.ErrorCode.BAD_REQUEST,
+                    message=f"expected one message frame, got {len(body)}",
+                ),
+                "-",
+                started,
+            )
             return
         request = self._decode(body[0])
         if isinstance(request, p.Error):
             self._reply(envelope, request, "-", started)
             return
-        op = type(request).__struct_config__.tag
+        op = _op(request)
         cached = self._cached_reply(request)
         if cached is not None:
             self._send(envelope, cached)
-            self._log.info("request", op=op, project=request.project, ms=_ms(started), outcome="replayed")
+            self._log.info(
+                "request", op=op, project=request.project, ms=_ms(started), outcome="replayed"
+            )
             return
         self._dispatch(envelope, request, started)
 
@@ -172,7 +186,11 @@ class Server:
         try:
             env = p.decode_envelope(frame)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            return p.Error(id=None, code=p.ErrorCode.BAD_REQUEST, message="malformed message: not a MessagePack map")
+            return p.Error(
+                id=None,
+                code=p.ErrorCode.BAD_REQUEST,
+                message="malformed message: not a MessagePack map",
+            )
         request_id = env.id if isinstance(env.id, int | str) else None
         if isinstance(env.op, str) and env.op not in KNOWN_OPS:
             message = f"unknown op {env.op[:64]!r}"
@@ -187,7 +205,9 @@ class Server:
         if isinstance(reply, Parked):
             self._parked.append(_ParkedRequest(envelope, request, reply, started))
             return
-        encoded = self._reply(envelope, reply, request.project, started, type(request).__struct_config__.tag)
+        encoded = self._reply(
+            envelope, reply, request.project, started, _op(request)
+        )
         if type(request) in MUTATING and isinstance(request.id, str) and len(request.id) >= 16:
             self._remember_reply(request.id, encoded)
 
@@ -198,8 +218,12 @@ class Server:
         except MemorydError as exc:
             return p.Error(id=request.id, code=exc.code, message=str(exc))
         except Exception as exc:
-            self._log.exception("handler_failed", op=type(request).__struct_config__.tag)
-            return p.Error(id=request.id, code=p.ErrorCode.INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}")
+            self._log.exception("handler_failed", op=_op(request))
+            return p.Error(
+                id=request.id,
+                code=p.ErrorCode.INTERNAL,
+                message=f"internal error: {type(exc).__name__}: {exc}",
+            )
         if isinstance(result, Parked):
             return result
         return p.Ok(id=request.id, result=result)
@@ -246,7 +270,7 @@ class Server:
         now = time.monotonic()
         waiting: list[_ParkedRequest] = []
         for item in self._parked:
-            tag = type(item.request).__struct_config__.tag
+            tag = _op(item.request)
             reply = self._run(item.request)
             if isinstance(reply, Parked) and now < item.parked.deadline:
                 waiting.append(item)
@@ -258,8 +282,12 @@ class Server:
 
     def close(self) -> None:
         for item in self._parked:
-            self._reply(item.envelope, p.Ok(id=item.request.id, result=item.parked.on_timeout),
-                        item.request.project, item.started)  # fmt: skip
+            self._reply(
+                item.envelope,
+                p.Ok(id=item.request.id, result=item.parked.on_timeout),
+                item.request.project,
+                item.started,
+            )
         self._parked = []
         self.router.close(linger=0)
         self.mailbox.close(linger=0)

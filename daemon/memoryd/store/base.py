@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Protocol
 
 from memctl.protocol import Category, Entry, EntryCounts, Status
-
 from memoryd.core.events import Event
 
 
@@ -46,7 +45,7 @@ class Store(Protocol):
         """Active entries whose content contains ``keyword`` (case-insensitive)."""
         ...
 
-    def list(
+    def list_entries(
         self,
         *,
         category: Category | None,

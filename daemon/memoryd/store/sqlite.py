@@ -12,7 +12,6 @@ from typing import Any
 import msgspec
 
 from memctl.protocol import Category, Entry, EntryCounts, Source, Status
-
 from memoryd.atomic import fsync_dir
 from memoryd.core.entries import section_of
 from memoryd.core.events import (
@@ -63,11 +62,24 @@ def _row_to_entry(row: tuple[Any, ...]) -> Entry:
 
 def _entry_to_row(e: Entry) -> tuple[Any, ...]:
     return (
-        e.id, e.fingerprint, e.content, e.category, e.importance, e.confidence, e.status,
-        int(e.archived), e.archived_reason, e.superseded_by, _encode(e.source).decode(),
-        _encode(e.file_paths).decode(), _encode(e.tags).decode(), e.access_count,
-        e.last_accessed_at, e.created_at, e.updated_at,
-    )  # fmt: skip
+        e.id,
+        e.fingerprint,
+        e.content,
+        e.category,
+        e.importance,
+        e.confidence,
+        e.status,
+        int(e.archived),
+        e.archived_reason,
+        e.superseded_by,
+        _encode(e.source).decode(),
+        _encode(e.file_paths).decode(),
+        _encode(e.tags).decode(),
+        e.access_count,
+        e.last_accessed_at,
+        e.created_at,
+        e.updated_at,
+    )
 
 
 class SqliteStore:
@@ -172,7 +184,7 @@ class SqliteStore:
             f"ORDER BY updated_at DESC LIMIT {int(limit)}",
         )
 
-    def list(
+    def list_entries(
         self,
         *,
         category: Category | None,
@@ -181,7 +193,8 @@ class SqliteStore:
         limit: int,
         offset: int,
     ) -> tuple[list[Entry], int]:
-        clauses, params = ["archived=?"], [int(archived)]
+        clauses: list[str] = ["archived=?"]
+        params: list[object] = [int(archived)]
         if category is not None:
             clauses.append("category=?")
             params.append(category)
@@ -225,7 +238,10 @@ class SqliteStore:
     def prune_changes(self, upto_seq: int) -> None:
         """Forget change records the index has already applied (keeps the newest row so the
         sequence never goes backwards)."""
-        self._conn.execute("DELETE FROM changes WHERE seq <= ? AND seq < (SELECT max(seq) FROM changes)", (upto_seq,))
+        self._conn.execute(
+            "DELETE FROM changes WHERE seq <= ? AND seq < (SELECT max(seq) FROM changes)",
+            (upto_seq,),
+        )
 
     def integrity(self) -> str:
         rows = self._conn.execute("PRAGMA integrity_check").fetchall()
