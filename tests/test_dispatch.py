@@ -38,5 +38,10 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "audit_tail",
         "check",
         "shutdown",
+        "inject",
+        "budget",
+        "alias_add",
+        "alias_list",
+        "alias_remove",
     }
     assert set(tags) == spec_ops

@@ -78,9 +78,14 @@ def test_listing_and_paging(store) -> None:
     store.apply(EntriesImported(tuple(_e(i) for i in range(1, 8))), 1)
     page, total = store.list_entries(category=None, status=None, archived=False, limit=3, offset=0)
     assert total == 7 and [e.created_at for e in page] == [7.0, 6.0, 5.0]
-    page, _ = store.list_entries(category="decision", status="confirmed", archived=False, limit=3, offset=6)
+    page, _ = store.list_entries(
+        category="decision", status="confirmed", archived=False, limit=3, offset=6
+    )
     assert [e.created_at for e in page] == [1.0]
-    assert store.list_entries(category="error", status=None, archived=False, limit=5, offset=0) == ([], 0)
+    assert store.list_entries(category="error", status=None, archived=False, limit=5, offset=0) == (
+        [],
+        0,
+    )
     assert [e.id for e in store.iter_all()] == sorted(_e(i).id for i in range(1, 8))
 
 

@@ -114,6 +114,38 @@ def cmd_search(s: Session) -> None:
             sys.stdout.flush()
 
 
+def cmd_inject(s: Session) -> None:
+    a = s.args
+    request = protocol.Inject(
+        format=a.format,
+        query=a.query or "",
+        files=a.file,
+        remaining_context=a.remaining_context,
+        session=a.session,
+    )
+    result = s.call(request)
+    if s.as_json:
+        s.emit(result, render.injected)
+    elif result["text"]:
+        sys.stdout.write(result["text"])
+
+
+def cmd_budget(s: Session) -> None:
+    s.emit(s.call(protocol.Budget(tokens=s.args.tokens)), render.budget)
+
+
+def cmd_alias(s: Session) -> None:
+    a = s.args
+    if a.action == "add":
+        if not a.synonyms:
+            raise Failed("alias add needs a term and at least one synonym", EXIT_USAGE)
+        s.emit(s.call(protocol.AliasAdd(term=a.term, synonyms=a.synonyms)), render.alias)
+    elif a.action == "remove":
+        s.emit(s.call(protocol.AliasRemove(term=a.term)), render.aliases)
+    else:
+        s.emit(s.call(protocol.AliasList()), render.aliases)
+
+
 def cmd_list(s: Session) -> None:
     a = s.args
     request = protocol.ListEntries(
@@ -239,6 +271,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--archive", action="store_true", help="search archived entries instead")
     p.add_argument("--file", action="append", default=[], help="a file you are working on")
+    p = add("inject", cmd_inject, "print the memory payload for an agent's context")
+    p.add_argument("--format", choices=["claude", "gemini", "codex", "plain"], default="plain")
+    p.add_argument("--query", help="the prompt to retrieve for")
+    p.add_argument("--remaining-context", type=int, metavar="N", help="tokens left in context")
+    p.add_argument("--file", action="append", default=[], help="a file you are working on")
+    p.add_argument("--session", help="the agent session id")
+    p = add("budget", cmd_budget, "show or set the payload token ceiling (0 = default)")
+    p.add_argument("tokens", nargs="?", type=int)
+    p = add("alias", cmd_alias, "manage search aliases: add TERM SYN…, list, remove TERM")
+    p.add_argument("action", choices=["add", "list", "remove"])
+    p.add_argument("term", nargs="?")
+    p.add_argument("synonyms", nargs="*")
     p = add("list", cmd_list, "list entries")
     p.add_argument("category", nargs="?", choices=categories)
     p.add_argument("--status", choices=statuses)
@@ -264,6 +308,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "alias" and args.action != "list" and not args.term:
+        print(f"memctl: alias {args.action} needs a TERM", file=sys.stderr)
+        return EXIT_USAGE
     if args.timeout is not None and args.timeout <= 0:
         print("memctl: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE

@@ -144,6 +144,45 @@ class Search(Request, tag="search"):
     files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
 
 
+Format = Literal["claude", "gemini", "codex", "plain"]
+
+
+class Inject(Request, tag="inject"):
+    """Build the token-budgeted memory payload for an agent's context."""
+
+    format: Format = "plain"
+    query: Annotated[str, msgspec.Meta(max_length=65_536)] = ""
+    remaining_context: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+    session: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+
+
+class Budget(Request, tag="budget"):
+    """Show the project's token budget ceiling, or set it to TOKENS (0 restores the default)."""
+
+    tokens: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] | None = None
+
+
+class AliasAdd(Request, tag="alias_add"):
+    """Add search synonyms for a term (merged with any the term already has)."""
+
+    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    synonyms: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
+        msgspec.Meta(min_length=1, max_length=64),
+    ]
+
+
+class AliasList(Request, tag="alias_list"):
+    """List the search aliases in effect: the defaults and the project's own."""
+
+
+class AliasRemove(Request, tag="alias_remove"):
+    """Remove a term's aliases (a default term is switched off for this project)."""
+
+    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
 class ListEntries(Request, tag="list"):
     """List entries, optionally by category and status."""
 
@@ -218,6 +257,11 @@ AnyRequest = (
     | AuditTail
     | Check
     | Shutdown
+    | Inject
+    | Budget
+    | AliasAdd
+    | AliasList
+    | AliasRemove
 )
 REQUEST_TYPES: tuple[type[Request], ...] = (
     Hello,
@@ -233,15 +277,21 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     AuditTail,
     Check,
     Shutdown,
+    Inject,
+    Budget,
+    AliasAdd,
+    AliasList,
+    AliasRemove,
 )
 
 
 class Envelope(msgspec.Struct):
-    """Just enough of a request to answer it when the rest does not decode."""
+    """Just enough of a request to answer it when the rest does not decode. Fields stay raw so
+    that a hostile value (deep nesting, bad UTF-8) elsewhere cannot stop us reading the id."""
 
-    id: Any = None
-    v: Any = None
-    op: Any = None
+    id: msgspec.Raw = msgspec.Raw(b"\xc0")
+    v: msgspec.Raw = msgspec.Raw(b"\xc0")
+    op: msgspec.Raw = msgspec.Raw(b"\xc0")
 
 
 # --------------------------------------------------------------------------- results
@@ -311,6 +361,34 @@ class ScoredEntry(msgspec.Struct, kw_only=True):
 
 class SearchResult(msgspec.Struct, kw_only=True):
     results: list[ScoredEntry]
+
+
+class TokenInfo(msgspec.Struct, kw_only=True):
+    total: int
+    budget: int
+    tiers: dict[str, int]
+
+
+class InjectResult(msgspec.Struct, kw_only=True):
+    text: str
+    tokens: TokenInfo
+    entries: list[str]
+
+
+class BudgetResult(msgspec.Struct, kw_only=True):
+    ceiling: int
+    default: int
+    overridden: bool
+
+
+class Alias(msgspec.Struct, kw_only=True):
+    term: str
+    synonyms: list[str]
+    source: Literal["default", "project"]
+
+
+class AliasListResult(msgspec.Struct, kw_only=True):
+    aliases: list[Alias]
 
 
 class ListResult(msgspec.Struct, kw_only=True):
@@ -391,9 +469,26 @@ def decode_request(frame: bytes) -> AnyRequest:
     return _request_decoder.decode(frame)
 
 
-def decode_envelope(frame: bytes) -> Envelope:
-    """Best-effort decode of the id of a request that failed to decode; raises when hopeless."""
-    return _envelope_decoder.decode(frame)
+_id_decoder: msgspec.msgpack.Decoder[int | str | None] = msgspec.msgpack.Decoder(int | str | None)
+
+
+def decode_envelope(frame: bytes) -> tuple[int | str | None, str | None]:
+    """Best effort (id, op) of a request that failed to decode; (None, None) when hopeless."""
+    try:
+        env = _envelope_decoder.decode(frame)
+    except Exception:  # any decode failure: recursion, bad UTF-8, not a map
+        return None, None
+    return _small_scalar(env.id), _small_scalar(env.op, str)
+
+
+def _small_scalar(raw: msgspec.Raw, kind: type = object) -> Any:
+    if len(raw) > 256:
+        return None
+    try:
+        value = _id_decoder.decode(raw)
+    except Exception:
+        return None
+    return value if isinstance(value, kind) else None
 
 
 def decode_reply(frame: bytes) -> Reply:

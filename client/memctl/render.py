@@ -72,3 +72,22 @@ def imported(r: dict[str, Any]) -> str:
 
 def checked(r: dict[str, Any]) -> str:
     return f"database: {r['database']}\naudit: {r['audit']}\nindex: {r['index']}"
+
+
+def injected(r: dict[str, Any]) -> str:
+    return r["text"]
+
+
+def budget(r: dict[str, Any]) -> str:
+    note = "" if r["overridden"] else " (default)"
+    return f"budget ceiling {r['ceiling']} tokens{note}"
+
+
+def alias(r: dict[str, Any]) -> str:
+    return f"{r['term']} → {', '.join(r['synonyms'])}"
+
+
+def aliases(r: dict[str, Any]) -> str:
+    return "\n".join(
+        f"{a['term']} → {', '.join(a['synonyms'])}  [{a['source']}]" for a in r["aliases"]
+    )

@@ -15,7 +15,9 @@ from memctl import __version__, paths
 from memctl import protocol as p
 from memoryd import config, logs, messages, runtime
 from memoryd.background import BackgroundErrors
+from memoryd.core.slo import SloMonitor
 from memoryd.jobs import Jobs
+from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 from memoryd.server.handlers import DaemonContext
 from memoryd.server.loop import Server
@@ -53,7 +55,18 @@ class Daemon:
 
             zctx: zmq.Context[Any] = zmq.Context()
             stack.callback(zctx.term)
-            context = DaemonContext(self.registry, errors, endpoint, self._request_stop)
+            recall = Recall(
+                self.settings.retrieval.to_core(),
+                SloMonitor(
+                    window=self.settings.slo.window,
+                    degrade_above_ms=self.settings.slo.degrade_above_ms,
+                    recover_below_ms=self.settings.slo.recover_below_ms,
+                    min_samples=self.settings.slo.min_samples,
+                ),
+                default_ceiling=self.settings.retrieval.budget_ceiling,
+                log=self.log,
+            )
+            context = DaemonContext(self.registry, errors, endpoint, self._request_stop, recall)
             self.server = Server(
                 zctx,
                 context,
@@ -104,6 +117,7 @@ class Daemon:
             case messages.Tick(job="index_commit"):
                 assert self.registry is not None
                 for project in self.registry.opened():
+                    project.flush_accesses()
                     project.sync_index()
             case messages.Tick(job=job):
                 self.log.warning("unknown_job", job=job)

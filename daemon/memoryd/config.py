@@ -20,6 +20,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from memoryd.core.budget import DEFAULT_CEILING
+from memoryd.core.retrieval import RetrievalConfig
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -72,6 +75,86 @@ class JobsSettings(_Section):
     )
 
 
+_CORE_RETRIEVAL = RetrievalConfig()
+
+
+class RetrievalSettings(_Section):
+    """SPEC §5 retrieval and budget defaults; ``to_core`` hands them to the pure pipeline."""
+
+    category_weights: dict[str, float] = Field(
+        _CORE_RETRIEVAL.category_weights, description="Score multiplier per category."
+    )
+    status_boosts: dict[str, float] = Field(
+        _CORE_RETRIEVAL.status_boosts, description="Score multiplier per status."
+    )
+    recency_amplitude: float = Field(
+        _CORE_RETRIEVAL.recency_amplitude, ge=0, description="Recency: 1 + A × 2^(-days/half-life)."
+    )
+    recency_half_life_days: float = Field(
+        _CORE_RETRIEVAL.recency_half_life_days, gt=0, description="Recency half-life (days)."
+    )
+    access_boost_per_access: float = Field(
+        _CORE_RETRIEVAL.access_boost_per_access, ge=0, description="Score bonus per past access."
+    )
+    access_boost_max_count: int = Field(
+        _CORE_RETRIEVAL.access_boost_max_count, ge=0, description="Accesses counted at most."
+    )
+    file_affinity: float = Field(
+        _CORE_RETRIEVAL.file_affinity, ge=1, description="Bonus for entries near an active file."
+    )
+    max_candidate_scan: int = Field(
+        _CORE_RETRIEVAL.max_candidate_scan, ge=1, le=100_000, description="BM25 candidates scored."
+    )
+    top_k: int = Field(_CORE_RETRIEVAL.top_k, ge=1, description="Results kept after scoring.")
+    relative_threshold: float = Field(
+        _CORE_RETRIEVAL.relative_threshold,
+        ge=0,
+        le=1,
+        description="Drop results below this × best.",
+    )
+    max_per_session: int = Field(
+        _CORE_RETRIEVAL.max_per_session,
+        ge=1,
+        description="Results from one source session, at most.",
+    )
+    inject_top_n: int = Field(
+        _CORE_RETRIEVAL.inject_top_n, ge=0, description="Retrieved entries injected, at most."
+    )
+    max_pinned: int = Field(
+        _CORE_RETRIEVAL.max_pinned, ge=0, description="Pinned entries injected."
+    )
+    fuzzy_min_length: int = Field(
+        _CORE_RETRIEVAL.fuzzy_min_length,
+        ge=1,
+        description="Terms this long also match at edit distance 1.",
+    )
+    prefix_min_length: int = Field(
+        _CORE_RETRIEVAL.prefix_min_length,
+        ge=1,
+        description="Terms this long also match as prefixes.",
+    )
+    alias_weight: float = Field(
+        _CORE_RETRIEVAL.alias_weight, ge=0, description="Weight of alias terms against query words."
+    )
+    budget_ceiling: int = Field(
+        DEFAULT_CEILING,
+        ge=0,
+        description="Token ceiling of a payload (per project: memctl budget).",
+    )
+
+    def to_core(self) -> RetrievalConfig:
+        return RetrievalConfig(**self.model_dump(exclude={"budget_ceiling"}))
+
+
+class SloSettings(_Section):
+    window: int = Field(
+        100, ge=5, le=100_000, description="Retrieval latencies in the rolling window."
+    )
+    degrade_above_ms: float = Field(300.0, gt=0, description="p95 above this degrades retrieval.")
+    recover_below_ms: float = Field(200.0, gt=0, description="p95 below this restores it.")
+    min_samples: int = Field(5, ge=1, description="No decision with fewer samples than this.")
+
+
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Least severe level written to the log."
@@ -89,6 +172,8 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     storage: StorageSettings = StorageSettings()
     jobs: JobsSettings = JobsSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    slo: SloSettings = SloSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @classmethod
@@ -137,6 +222,8 @@ def state_dir() -> Path:
 
 
 def _toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):

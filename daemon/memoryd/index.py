@@ -9,81 +9,29 @@ several writes share one commit.
 
 from __future__ import annotations
 
-import re
+import hashlib
+import posixpath
 import shutil
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import tantivy
 
 from memctl.protocol import Entry
+from memoryd.core.entries import CATEGORIES, STATUSES
+from memoryd.core.retrieval import Candidate, RetrievalConfig
 from memoryd.store.base import Store
 
 META_ID = "__meta__"
+# Bump when the schema or what is indexed changes: an index of another version is rebuilt.
+SCHEMA_VERSION = 2
 FIELD_BOOSTS = {"content": 2.0, "tags": 1.5, "file_paths": 1.2, "category": 1.0}
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "we",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-        "do",
-        "does",
-        "did",
-        "not",
-        "no",
-        "can",
-        "should",
-        "would",
-        "could",
-        "there",
-        "their",
-        "them",
-        "they",
-        "these",
-        "those",
-        "our",
-        "us",
-        "me",
-        "my",
-    ]
-)
+# Prefix and fuzzy matches count for less than the exact word (tantivy scores them flat).
+LOOSE_MATCH_BOOST = 0.3
+CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
+STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
 
 
 def _schema() -> tantivy.Schema:
@@ -93,15 +41,44 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("tags")
     sb.add_text_field("file_paths")
     sb.add_text_field("category")
-    sb.add_integer_field("archived", indexed=True)
+    # Exact paths and their directories, for file affinity.
+    sb.add_text_field("paths_exact", tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("dirs", tokenizer_name="raw", index_option="basic")
+    # Scoring metadata as fast (columnar) fields: read for hundreds of hits without loading
+    # stored documents.
+    sb.add_integer_field("archived", indexed=True, fast=True)
+    sb.add_integer_field("category_code", fast=True)
+    sb.add_integer_field("status_code", fast=True)
+    sb.add_float_field("updated_at", fast=True)
+    sb.add_integer_field("access_count", fast=True)
+    sb.add_integer_field("session_key", fast=True)
     sb.add_integer_field("seq", stored=True)
+    sb.add_integer_field("schema_version", stored=True)
     return sb.build()
 
 
-def query_terms(text: str) -> list[str]:
-    """Lowercased word tokens of ``text`` minus stop words, in order, without repeats."""
-    words = (w for w in _TOKEN.findall(text.lower()) if w not in STOP_WORDS and len(w) <= 40)
-    return list(dict.fromkeys(words))
+def session_key(session_id: str | None) -> int:
+    """A stable 62-bit number for a session id (0 for none), for the diversity cap."""
+    if not session_id:
+        return 0
+    digest = hashlib.blake2b(session_id.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 2) or 1
+
+
+def directories(path: str) -> list[str]:
+    parent = posixpath.dirname(path.replace("\\", "/").rstrip("/"))
+    return [parent] if parent else []
+
+
+@dataclass
+class Hits:
+    """Candidates from one searcher; ``ids`` resolves chosen ones to entry ids."""
+
+    searcher: tantivy.Searcher
+    candidates: list[Candidate]
+
+    def ids(self, refs: list[object]) -> list[str]:
+        return [self.searcher.doc(ref)["id"][0] for ref in refs]
 
 
 @dataclass(frozen=True)
@@ -125,6 +102,9 @@ class SearchIndex:
             fresh = not tantivy.Index.exists(str(self.directory))
             self._index = tantivy.Index(self._schema, path=str(self.directory), reuse=True)
             self._writer = self._index.writer(self._heap, 1)
+            # A kill during a commit can leave files no meta.json refers to (e.g. a `.del`
+            # file); a later commit at the same opstamp would then fail on them.
+            self._writer.garbage_collect_files()
             self.applied_seq = -1 if fresh else self._read_meta()
         except (ValueError, OSError) as exc:
             # Derived data: an unreadable index is thrown away and rebuilt, never repaired.
@@ -141,24 +121,51 @@ class SearchIndex:
         hits = searcher.search(tantivy.Query.term_query(self._schema, "id", META_ID), 1).hits
         if not hits:
             return -1
-        return int(searcher.doc(hits[0][1])["seq"][0])
+        meta = searcher.doc(hits[0][1])
+        if meta.get_first("schema_version") != SCHEMA_VERSION:
+            self.rebuild_reason = "index schema changed"
+            return -1
+        return int(meta["seq"][0])
 
     def _document(self, entry: Entry) -> tantivy.Document:
-        return tantivy.Document(
+        doc = tantivy.Document(
             id=entry.id,
             content=entry.content,
             tags=" ".join(entry.tags),
             file_paths=" ".join(entry.file_paths),
             category=entry.category.replace("_", " "),
             archived=int(entry.archived),
+            category_code=CATEGORY_CODES[entry.category],
+            status_code=STATUS_CODES[entry.status],
+            updated_at=float(entry.updated_at),
+            access_count=entry.access_count,
+            session_key=session_key(entry.source.session_id),
         )
+        for path in entry.file_paths:
+            doc.add_text("paths_exact", path)
+            for directory in directories(path):
+                doc.add_text("dirs", directory)
+        return doc
 
     def _commit(self, seq: int) -> None:
         self._writer.delete_documents_by_term("id", META_ID)
-        self._writer.add_document(tantivy.Document(id=META_ID, seq=seq))
+        meta = tantivy.Document(id=META_ID, seq=seq, schema_version=SCHEMA_VERSION)
+        self._writer.add_document(meta)
         self._writer.commit()
         self._index.reload()
         self.applied_seq = seq
+
+    def open_synced(self, store: Store) -> None:
+        """Catch up with the store at start-up; an index that cannot, is rebuilt from scratch."""
+        try:
+            self.sync(store)
+        except ValueError as exc:
+            self.rebuild_reason = f"catch-up failed ({exc})"
+            self._writer.rollback()
+            del self._writer
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self._open()
+            self.rebuild(store)
 
     def sync(self, store: Store) -> int:
         """Apply every store change the index has not seen; returns how many entries changed."""
@@ -191,26 +198,84 @@ class SearchIndex:
         self.last_rebuild_s = time.monotonic() - started
         return count
 
-    def search(self, text: str, *, archived: bool, limit: int) -> list[tuple[str, float]]:
-        """Plain BM25 with field boosts over the query's terms; (entry id, score), best first."""
-        terms = query_terms(text)
+    def retrieve(
+        self,
+        terms: Mapping[str, float],
+        *,
+        archived: bool,
+        active_files: Sequence[str],
+        config: RetrievalConfig,
+        scan: int,
+    ) -> Hits:
+        """BM25 with field boosts over weighted terms, plus prefix and fuzzy matches, limited to
+        ``scan`` candidates, each with the metadata the pipeline scores on."""
+        searcher = self._index.searcher()
         if not terms:
-            return []
-        Q, Occur = tantivy.Query, tantivy.Occur
-        should = [
-            (Occur.Should, Q.boost_query(Q.term_query(self._schema, field, term), boost))
-            for term in terms
-            for field, boost in FIELD_BOOSTS.items()
+            return Hits(searcher, [])
+        query = self._query(terms, archived, config)
+        hits = searcher.search(query, scan, count=False).hits
+        addrs = [addr for _, addr in hits]
+        if not addrs:
+            return Hits(searcher, [])
+        columns = {
+            name: searcher.fast_field_values(name, addrs)
+            for name in (
+                "category_code",
+                "status_code",
+                "updated_at",
+                "access_count",
+                "session_key",
+            )
+        }
+        near = self._near_files(searcher, active_files, archived, scan) if active_files else set()
+        candidates = [
+            Candidate(
+                ref=addr,
+                bm25=float(score),
+                category=CATEGORIES[columns["category_code"][i]],
+                status=STATUSES[columns["status_code"][i]],
+                updated_at=columns["updated_at"][i],
+                access_count=columns["access_count"][i],
+                session=str(columns["session_key"][i]) if columns["session_key"][i] else None,
+                file_match=(addr.segment_ord, addr.doc) in near,
+            )
+            for i, (score, addr) in enumerate(hits)
         ]
+        return Hits(searcher, candidates)
+
+    def _query(
+        self, terms: Mapping[str, float], archived: bool, config: RetrievalConfig
+    ) -> tantivy.Query:
+        Q, Occur = tantivy.Query, tantivy.Occur
+        should = []
+        for term, weight in terms.items():
+            for field, boost in FIELD_BOOSTS.items():
+                exact = Q.term_query(self._schema, field, term)
+                should.append((Occur.Should, Q.boost_query(exact, boost * weight)))
+            if len(term) >= config.prefix_min_length:
+                distance = 1 if len(term) >= config.fuzzy_min_length else 0
+                loose = Q.fuzzy_term_query(self._schema, "content", term, distance, True, True)
+                should.append((Occur.Should, Q.boost_query(loose, LOOSE_MATCH_BOOST * weight)))
         archived_filter = Q.const_score_query(
             Q.term_query(self._schema, "archived", int(archived)), 0.0
         )
-        query = Q.boolean_query(
+        return Q.boolean_query(
             [(Occur.Must, Q.boolean_query(should)), (Occur.Must, archived_filter)]
         )
-        searcher = self._index.searcher()
-        hits = searcher.search(query, limit, count=False).hits
-        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+
+    def _near_files(
+        self, searcher: tantivy.Searcher, files: Sequence[str], archived: bool, scan: int
+    ) -> set[tuple[int, int]]:
+        """Documents whose file path equals or shares a directory with an active file."""
+        Q, Occur = tantivy.Query, tantivy.Occur
+        clauses = []
+        for path in files:
+            clauses.append((Occur.Should, Q.term_query(self._schema, "paths_exact", path)))
+            for directory in directories(path):
+                clauses.append((Occur.Should, Q.term_query(self._schema, "dirs", directory)))
+        query = Q.boolean_query(clauses)
+        hits = searcher.search(query, max(scan * 4, 1000), count=False).hits
+        return {(addr.segment_ord, addr.doc) for _, addr in hits}
 
     def state(self) -> IndexState:
         docs = self._index.searcher().num_docs

@@ -20,11 +20,17 @@ from memctl import protocol as p
 from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
+from memoryd.core import conflicts, retrieval
 from memoryd.core import entries as core_entries
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound, TooLarge
 from memoryd.core.events import (
+    AliasRemoved,
+    AliasSet,
+    ConflictDetected,
+    EntriesAccessed,
     EntriesForgotten,
     Event,
+    SettingChanged,
     plan_import,
     plan_pin,
     plan_remember,
@@ -36,7 +42,6 @@ from memoryd.store.base import StoreCorrupt
 from memoryd.store.sqlite import SqliteStore
 
 ID_PREFIX_MIN = 4
-IMPORT_BATCH = 500
 
 
 class ImportLine(msgspec.Struct, kw_only=True):
@@ -83,8 +88,10 @@ class ProjectMemory:
         self.store = self._open_store()
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
-        self.index.sync(self.store)
+        self.index.open_synced(self.store)
         self._index_dirty = False
+        self._aliases: dict[str, tuple[str, ...]] | None = None
+        self._accesses: dict[str, tuple[int, float]] = {}
 
     # ------------------------------------------------------------------ recovery
 
@@ -154,11 +161,25 @@ class ProjectMemory:
         existing = self.store.find_fingerprint(candidate.fingerprint)
         self.commit(plan_remember(candidate, existing, now))
         if existing is None:
+            self._detect_conflicts(candidate, now)
             return p.RememberResult(id=candidate.id, duplicate=False, status=candidate.status)
         if req.pin and (pin := plan_pin(existing, now)) is not None:
             self.commit(pin)
         status = self.store.get(existing.id).status  # type: ignore[union-attr]
         return p.RememberResult(id=existing.id, duplicate=True, status=status)
+
+    def _detect_conflicts(self, entry: p.Entry, now: float) -> None:
+        """Look for contradictions among the entries most similar to a new one. Uses the index
+        as last committed (no forced commit on every write): an entry written in the same
+        second may be missed here, and is caught when the other side is checked later."""
+        terms = dict.fromkeys(retrieval.keywords(entry.content), 1.0)
+        hits = self.index.retrieve(
+            terms, archived=False, active_files=(), config=_CONFLICT_SCAN, scan=20
+        )
+        ids = hits.ids([c.ref for c in hits.candidates])
+        others = list(self.store.get_many([i for i in ids if i != entry.id]).values())
+        for other_id in conflicts.detect(entry, others):
+            self.commit(ConflictDetected(other_id, entry.id, "contradictory", now))
 
     def resolve_targets(self, target: str) -> list[p.Entry]:
         """An id, a unique id prefix (≥ 4 chars), or a keyword in the content."""
@@ -214,16 +235,15 @@ class ProjectMemory:
                 candidates.append(self._import_candidate(raw, now))
             except (msgspec.DecodeError, msgspec.ValidationError, BadRequest, TooLarge) as exc:
                 rejected.append(p.RejectedLine(line=number, reason=str(exc)))
-        imported = duplicates = 0
-        for start in range(0, len(candidates), IMPORT_BATCH):
-            batch = candidates[start : start + IMPORT_BATCH]
-            known = {fp for e in batch if (fp := e.fingerprint) and self.store.find_fingerprint(fp)}
-            event = plan_import(batch, known)
-            duplicates += len(batch) - len(event.entries)
-            if event.entries:
-                self.commit(event)
-                imported += len(event.entries)
-        return p.ImportResult(imported=imported, duplicates=duplicates, rejected=rejected)
+        # One event per request: an import is applied whole or not at all, even across a crash.
+        known = {e.fingerprint for e in candidates if self.store.find_fingerprint(e.fingerprint)}
+        event = plan_import(candidates, known)
+        if event.entries:
+            self.commit(event)
+        imported = len(event.entries)
+        return p.ImportResult(
+            imported=imported, duplicates=len(candidates) - imported, rejected=rejected
+        )
 
     def _import_candidate(self, raw: str, now: float) -> p.Entry:
         line = _import_decoder.decode(raw)
@@ -246,25 +266,74 @@ class ProjectMemory:
 
     # ------------------------------------------------------------------ reading
 
-    def search(self, query: str, k: int, archived: bool) -> list[p.ScoredEntry]:
-        self.sync_index()
-        hits = self.index.search(query, archived=archived, limit=k)
-        found = self.store.get_many([entry_id for entry_id, _ in hits])
+    # ------------------------------------------------------------------ accesses, aliases, budget
+
+    def record_access(self, ids: list[str], now: float) -> None:
+        """Count an injection as an access. Held in memory and journaled in batches by
+        ``flush_accesses``: one event per few seconds instead of a write per prompt."""
+        unknown = [i for i in ids if i not in self._accesses]
+        current = self.store.get_many(unknown) if unknown else {}
+        for entry_id in ids:
+            if entry_id in self._accesses:
+                count = self._accesses[entry_id][0]
+            elif entry_id in current:
+                count = current[entry_id].access_count
+            else:
+                continue
+            self._accesses[entry_id] = (count + 1, now)
+
+    def flush_accesses(self) -> None:
+        if not self._accesses:
+            return
+        live = self.store.get_many(list(self._accesses))
+        batch = tuple((i, n, t) for i, (n, t) in sorted(self._accesses.items()) if i in live)
+        self._accesses.clear()
+        if batch:
+            self.commit(EntriesAccessed(batch))
+
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        """Default aliases overlaid with the project's own (empty synonyms switch one off)."""
+        if self._aliases is None:
+            merged = dict(retrieval.DEFAULT_ALIASES)
+            for term, synonyms in self.store.aliases().items():
+                if synonyms:
+                    merged[term] = synonyms
+                else:
+                    merged.pop(term, None)
+            self._aliases = merged
+        return self._aliases
+
+    def alias_add(self, term: str, synonyms: list[str]) -> p.Alias:
+        key = _alias_term(term)
+        words = [_alias_term(s) for s in synonyms]
+        merged = tuple(dict.fromkeys([*self.aliases().get(key, ()), *words]))
+        self.commit(AliasSet(key, merged))
+        self._aliases = None
+        return p.Alias(term=key, synonyms=list(merged), source="project")
+
+    def alias_remove(self, term: str) -> None:
+        key = _alias_term(term)
+        if key not in self.aliases():
+            raise EntryNotFound(f"no alias for {term!r}")
+        if key in retrieval.DEFAULT_ALIASES:
+            self.commit(AliasSet(key, ()))
+        else:
+            self.commit(AliasRemoved(key))
+        self._aliases = None
+
+    def alias_list(self) -> list[p.Alias]:
+        own = self.store.aliases()
         return [
-            p.ScoredEntry(
-                id=e.id,
-                content=e.content,
-                category=e.category,
-                status=e.status,
-                score=round(score, 4),
-                importance=e.importance,
-                tags=e.tags,
-                file_paths=e.file_paths,
-                archived=e.archived,
-            )
-            for entry_id, score in hits
-            if (e := found.get(entry_id)) is not None
+            p.Alias(term=t, synonyms=list(s), source="project" if t in own else "default")
+            for t, s in sorted(self.aliases().items())
         ]
+
+    def budget_ceiling(self, default: int) -> int:
+        value = self.store.setting("budget_ceiling")
+        return int(value) if isinstance(value, int) and value > 0 else default
+
+    def set_budget_ceiling(self, tokens: int) -> None:
+        self.commit(SettingChanged("budget_ceiling", tokens or None))
 
     def sync_index(self) -> None:
         if self._index_dirty:
@@ -302,10 +371,21 @@ class ProjectMemory:
         )
 
     def close(self) -> None:
+        self.flush_accesses()
         self.sync_index()
         self.index.close()
         self.store.close()
         self.journal.close()
+
+
+_CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
+
+
+def _alias_term(text: str) -> str:
+    words = retrieval.keywords(text) or [text.strip().lower()]
+    if len(words) != 1 or not words[0]:
+        raise BadRequest(f"an alias term must be a single word, got {text!r}")
+    return words[0]
 
 
 def _ambiguity(target: str, found: list[p.Entry]) -> str:

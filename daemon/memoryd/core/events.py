@@ -7,6 +7,8 @@ idempotent). The ``plan_*`` functions decide which event a request produces; the
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from memctl.protocol import Entry, Status
@@ -39,7 +41,50 @@ class EntriesImported(msgspec.Struct, tag="entries_imported", frozen=True):
     entries: tuple[Entry, ...]
 
 
-Event = EntryAdded | EntryReinforced | EntryStatusChanged | EntriesForgotten | EntriesImported
+class ConflictDetected(msgspec.Struct, tag="conflict_detected", frozen=True):
+    """Two entries contradict each other; stored with a ``contradicts`` edge."""
+
+    entry_a: str
+    entry_b: str
+    conflict_type: Literal["contradictory", "superseded", "ambiguous"]
+    detected_at: float
+
+
+class EntriesAccessed(msgspec.Struct, tag="entries_accessed", frozen=True):
+    """Entries were injected: their new access counts (absolute) and last access time. Flushed
+    in batches, so a crash can lose a few seconds of counts but never an acknowledged write."""
+
+    accesses: tuple[tuple[str, int, float], ...]
+
+
+class AliasSet(msgspec.Struct, tag="alias_set", frozen=True):
+    """A term's project synonyms; an empty tuple switches a default term off."""
+
+    term: str
+    synonyms: tuple[str, ...]
+
+
+class AliasRemoved(msgspec.Struct, tag="alias_removed", frozen=True):
+    term: str
+
+
+class SettingChanged(msgspec.Struct, tag="setting_changed", frozen=True):
+    key: str
+    value: int | str | bool | None
+
+
+Event = (
+    EntryAdded
+    | EntryReinforced
+    | EntryStatusChanged
+    | EntriesForgotten
+    | EntriesImported
+    | ConflictDetected
+    | EntriesAccessed
+    | AliasSet
+    | AliasRemoved
+    | SettingChanged
+)
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1
 

@@ -18,6 +18,7 @@ import msgspec
 from memctl import __version__
 from memctl import protocol as p
 from memoryd.background import BackgroundErrors
+from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 
 
@@ -27,6 +28,7 @@ class DaemonContext:
     errors: BackgroundErrors
     endpoint: str
     request_stop: Callable[[str], None]
+    recall: Recall
     started: float = field(default_factory=time.monotonic)
 
 
@@ -54,7 +56,7 @@ def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
             socket=ctx.endpoint,
         ),
         project=project,
-        slo=p.SloInfo(),
+        slo=p.SloInfo(**msgspec.structs.asdict(ctx.recall.slo.state())),
         errors=ctx.errors.recent(),
     )
 
@@ -64,12 +66,40 @@ def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
 
 
 def search(ctx: DaemonContext, req: p.Search) -> p.SearchResult:
-    results = ctx.registry.get(req.project).search(req.query, req.k, req.archive)
-    return p.SearchResult(results=results)
+    return p.SearchResult(results=ctx.recall.search(ctx.registry.get(req.project), req))
+
+
+def inject(ctx: DaemonContext, req: p.Inject) -> p.InjectResult:
+    return ctx.recall.inject(ctx.registry.get(req.project), req)
+
+
+def budget(ctx: DaemonContext, req: p.Budget) -> p.BudgetResult:
+    project = ctx.registry.get(req.project)
+    if req.tokens is not None:
+        project.set_budget_ceiling(req.tokens)
+    default = ctx.recall.default_ceiling
+    ceiling = project.budget_ceiling(default)
+    return p.BudgetResult(ceiling=ceiling, default=default, overridden=ceiling != default)
+
+
+def alias_add(ctx: DaemonContext, req: p.AliasAdd) -> p.Alias:
+    return ctx.registry.get(req.project).alias_add(req.term, req.synonyms)
+
+
+def alias_list(ctx: DaemonContext, req: p.AliasList) -> p.AliasListResult:
+    return p.AliasListResult(aliases=ctx.registry.get(req.project).alias_list())
+
+
+def alias_remove(ctx: DaemonContext, req: p.AliasRemove) -> p.AliasListResult:
+    project = ctx.registry.get(req.project)
+    project.alias_remove(req.term)
+    return p.AliasListResult(aliases=project.alias_list())
 
 
 def list_entries(ctx: DaemonContext, req: p.ListEntries) -> p.ListResult:
-    entries, total = ctx.registry.get(req.project).store.list_entries(
+    project = ctx.registry.get(req.project)
+    project.flush_accesses()  # so listed access counts include the latest injections
+    entries, total = project.store.list_entries(
         category=req.category,
         status=req.status,
         archived=req.archived,
@@ -96,7 +126,9 @@ def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
 
 
 def export(ctx: DaemonContext, req: p.Export) -> p.ExportResult:
-    store = ctx.registry.get(req.project).store
+    project = ctx.registry.get(req.project)
+    project.flush_accesses()
+    store = project.store
     return p.ExportResult(
         entries=[e for e in store.iter_all() if req.include_archived or not e.archived]
     )
@@ -135,8 +167,15 @@ HANDLERS: dict[type[p.Request], Handler] = {
     p.AuditTail: audit_tail,
     p.Check: check,
     p.Shutdown: shutdown,
+    p.Inject: inject,
+    p.Budget: budget,
+    p.AliasAdd: alias_add,
+    p.AliasList: alias_list,
+    p.AliasRemove: alias_remove,
 }
 
 # Requests that change memory: their replies are cached by request id so a retry is answered
 # from the cache instead of being applied twice.
-MUTATING: frozenset[type[p.Request]] = frozenset({p.Remember, p.Forget, p.Pin, p.Unpin, p.Import})
+MUTATING: frozenset[type[p.Request]] = frozenset(
+    {p.Remember, p.Forget, p.Pin, p.Unpin, p.Import, p.AliasAdd, p.AliasRemove, p.Budget}
+)

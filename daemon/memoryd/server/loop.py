@@ -130,7 +130,16 @@ class Server:
                 frames = self.router.recv_multipart(zmq.NOBLOCK, copy=True)
             except zmq.Again:
                 return
-            self._serve_frames(frames)
+            try:
+                self._serve_frames(frames)
+            except Exception as exc:
+                # Last line of defence: one bad message must never stop the loop, and its
+                # sender still hears back instead of waiting out its budget.
+                self._log.exception("request_failed")
+                failure = p.Error(
+                    id=None, code=p.ErrorCode.INTERNAL, message=f"internal error: {exc}"
+                )
+                self._send(frames[:1], p.encode(failure))
 
     # ------------------------------------------------------------------ one request
 
@@ -170,7 +179,7 @@ class Server:
     def _decode(self, frame: bytes) -> p.Request | p.Error:
         try:
             request = p.decode_request(frame)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except Exception as exc:  # DecodeError, ValidationError, RecursionError, bad UTF-8
             return self._decode_error(frame, exc)
         if request.v != p.PROTOCOL_VERSION:
             side = "older" if request.v > p.PROTOCOL_VERSION else "newer"
@@ -183,19 +192,13 @@ class Server:
         return request
 
     def _decode_error(self, frame: bytes, exc: Exception) -> p.Error:
-        try:
-            env = p.decode_envelope(frame)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return p.Error(
-                id=None,
-                code=p.ErrorCode.BAD_REQUEST,
-                message="malformed message: not a MessagePack map",
-            )
-        request_id = env.id if isinstance(env.id, int | str) else None
-        if isinstance(env.op, str) and env.op not in KNOWN_OPS:
-            message = f"unknown op {env.op[:64]!r}"
-        elif env.op is None:
-            message = "malformed request: no 'op' field"
+        request_id, op = p.decode_envelope(frame)
+        if isinstance(exc, msgspec.DecodeError) and request_id is None and op is None:
+            message = "malformed message: not a MessagePack map"
+        elif op is not None and op not in KNOWN_OPS:
+            message = f"unknown op {op[:64]!r}"
+        elif op is None:
+            message = "malformed request: no valid 'op' field"
         else:
             message = f"invalid request: {exc}"
         return p.Error(id=request_id, code=p.ErrorCode.BAD_REQUEST, message=message[:500])
@@ -205,16 +208,13 @@ class Server:
         if isinstance(reply, Parked):
             self._parked.append(_ParkedRequest(envelope, request, reply, started))
             return
-        encoded = self._reply(
-            envelope, reply, request.project, started, _op(request)
-        )
+        encoded = self._reply(envelope, reply, request.project, started, _op(request))
         if type(request) in MUTATING and isinstance(request.id, str) and len(request.id) >= 16:
             self._remember_reply(request.id, encoded)
 
     def _run(self, request: p.Request) -> p.Ok | p.Error | Parked:
-        handler = HANDLERS[type(request)]
         try:
-            result = handler(self.context, request)
+            result = HANDLERS[type(request)](self.context, request)
         except MemorydError as exc:
             return p.Error(id=request.id, code=exc.code, message=str(exc))
         except Exception as exc:

@@ -71,6 +71,22 @@ class Store(Protocol):
         """Ids changed (added, updated or deleted) after ``seq``, and the current sequence."""
         ...
 
+    def pinned(self, limit: int) -> list[Entry]:
+        """Active pinned entries, most recently updated first."""
+        ...
+
+    def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Unresolved conflict pairs (entry_a, entry_b) that involve any of ``ids``."""
+        ...
+
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        """The project's own alias table (an empty tuple switches a default term off)."""
+        ...
+
+    def setting(self, key: str) -> object:
+        """A project setting's value, or None when unset."""
+        ...
+
     def integrity(self) -> str:
         """'ok', or the first problem the database reports."""
         ...

@@ -15,12 +15,17 @@ from memctl.protocol import Category, Entry, EntryCounts, Source, Status
 from memoryd.atomic import fsync_dir
 from memoryd.core.entries import section_of
 from memoryd.core.events import (
+    AliasRemoved,
+    AliasSet,
+    ConflictDetected,
+    EntriesAccessed,
     EntriesForgotten,
     EntriesImported,
     EntryAdded,
     EntryReinforced,
     EntryStatusChanged,
     Event,
+    SettingChanged,
 )
 from memoryd.store.base import StoreCorrupt
 from memoryd.store.migrations import migrate
@@ -150,11 +155,39 @@ class SqliteStore:
                 conn.execute("UPDATE entries SET status=?, updated_at=? WHERE id=?", (s, t, i))
                 return [i]
             case EntriesForgotten(ids=ids):
+                pairs = [(i, i) for i in ids]
                 conn.executemany("DELETE FROM entries WHERE id=?", [(i,) for i in ids])
-                conn.executemany(
-                    "DELETE FROM edges WHERE source_id=? OR target_id=?", [(i, i) for i in ids]
-                )
+                conn.executemany("DELETE FROM edges WHERE source_id=? OR target_id=?", pairs)
+                conn.executemany("DELETE FROM conflicts WHERE entry_a=? OR entry_b=?", pairs)
                 return list(ids)
+            case ConflictDetected(entry_a=a, entry_b=b, conflict_type=kind, detected_at=t):
+                conn.execute(
+                    "INSERT OR IGNORE INTO conflicts (entry_a, entry_b, conflict_type, detected_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    (a, b, kind, t),
+                )
+                conn.execute(
+                    "INSERT OR IGNORE INTO edges VALUES (?, ?, 'contradicts', ?)", (a, b, t)
+                )
+                return []
+            case EntriesAccessed(accesses=accesses):
+                conn.executemany(
+                    "UPDATE entries SET access_count=?, last_accessed_at=? WHERE id=?",
+                    [(n, t, i) for i, n, t in accesses],
+                )
+                return [i for i, _, _ in accesses]
+            case AliasSet(term=term, synonyms=synonyms):
+                conn.execute(
+                    "INSERT OR REPLACE INTO aliases VALUES (?, ?)",
+                    (term, _encode(synonyms).decode()),
+                )
+                return []
+            case AliasRemoved(term=term):
+                conn.execute("DELETE FROM aliases WHERE term=?", (term,))
+                return []
+            case SettingChanged(key=key, value=value):
+                conn.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
+                return []
 
     def get(self, entry_id: str) -> Entry | None:
         found = self._select("id=?", (entry_id,))
@@ -242,6 +275,32 @@ class SqliteStore:
             "DELETE FROM changes WHERE seq <= ? AND seq < (SELECT max(seq) FROM changes)",
             (upto_seq,),
         )
+
+    def pinned(self, limit: int) -> list[Entry]:
+        return self._select(
+            "status='pinned' AND archived=0", (), f"ORDER BY updated_at DESC LIMIT {int(limit)}"
+        )
+
+    def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Unresolved (entry_a, entry_b) pairs touching any of ``ids``."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._conn.execute(
+            f"SELECT entry_a, entry_b FROM conflicts WHERE resolved_at IS NULL"
+            f" AND (entry_a IN ({marks}) OR entry_b IN ({marks})) ORDER BY detected_at",
+            [*ids, *ids],
+        )
+        return [(a, b) for a, b in rows]
+
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        return {
+            term: _json_list.decode(syn)
+            for term, syn in self._conn.execute("SELECT * FROM aliases")
+        }
+
+    def setting(self, key: str) -> object:
+        return self._scalar("SELECT value FROM settings WHERE key=?", (key,))
 
     def integrity(self) -> str:
         rows = self._conn.execute("PRAGMA integrity_check").fetchall()

@@ -1,0 +1,52 @@
+"""Building an injection payload: items per tier → priced lines → packed within the budget →
+framed text. Pure; the service layer gathers the items."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from memoryd.core import formatting
+from memoryd.core.budget import TIERS, TokenCounter, count_tokens, pack
+from memoryd.core.formatting import Format, Item
+
+
+class Payload(msgspec.Struct, frozen=True, kw_only=True):
+    text: str
+    tokens: int
+    budget: int
+    tiers: dict[str, int]
+    ids: list[str]  # entry ids shown, in payload order
+
+
+def build(
+    fmt: Format,
+    budget: int,
+    items: Mapping[str, Sequence[Item]],
+    counter: TokenCounter = count_tokens,
+) -> Payload:
+    """The payload for ``items``; its token count never exceeds ``budget``. The frame's cost is
+    reserved first, and each line is priced alone (a subadditive counter never makes the joined
+    text dearer than its priced parts)."""
+    overhead = sum(counter(piece) for piece in formatting.frame_text(fmt))
+    lines = {tier: [formatting.item(fmt, it) for it in items.get(tier, ())] for tier in TIERS}
+    if budget <= overhead:
+        return Payload(text="", tokens=0, budget=budget, tiers=dict.fromkeys(TIERS, 0), ids=[])
+    costs = {tier: [counter(line) for line in lines[tier]] for tier in TIERS}
+    packed = pack(budget - overhead, costs)
+    chosen = {tier: [lines[tier][i] for i in packed.chosen[tier]] for tier in TIERS}
+    text = formatting.frame(fmt, chosen)
+    ids = [
+        it.id
+        for tier in TIERS
+        for i in packed.chosen[tier]
+        if (it := items[tier][i]).kind == "entry" and it.id
+    ]
+    return Payload(
+        text=text,
+        tokens=counter(text),
+        budget=budget,
+        tiers=dict(packed.used),
+        ids=list(dict.fromkeys(ids)),
+    )

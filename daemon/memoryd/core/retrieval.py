@@ -1,0 +1,220 @@
+"""The retrieval pipeline of SPEC §5, after BM25: metadata scoring, reranking, cut-offs.
+
+The index adapter finds candidates and hands them here with their BM25 score and the metadata
+the score needs; this module decides the order. Every factor is a small function of its own so
+a test can state what each one does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import msgspec
+
+from memctl.protocol import Category, Status
+
+SECONDS_PER_DAY = 86_400.0
+
+
+class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Every knob of the pipeline, with the SPEC §5 defaults."""
+
+    category_weights: dict[str, float] = msgspec.field(
+        default_factory=lambda: {
+            "warning": 1.3,
+            "decision": 1.25,
+            "architecture": 1.2,
+            "error": 1.15,
+            "pattern": 1.1,
+            "preference": 1.1,
+            "spec": 1.1,
+            "discovery": 1.0,
+            "task_progress": 0.8,
+            "file_change": 0.8,
+        }
+    )
+    recency_amplitude: float = 0.25
+    recency_half_life_days: float = 14.0
+    access_boost_per_access: float = 0.05
+    access_boost_max_count: int = 10
+    file_affinity: float = 1.3
+    status_boosts: dict[str, float] = msgspec.field(
+        default_factory=lambda: {"pinned": 1.5, "confirmed": 1.1, "candidate": 0.9}
+    )
+    max_candidate_scan: int = 500
+    top_k: int = 15
+    relative_threshold: float = 0.3
+    max_per_session: int = 2
+    inject_top_n: int = 5
+    max_pinned: int = 5
+    fuzzy_min_length: int = 5
+    prefix_min_length: int = 3
+    alias_weight: float = 0.6
+
+
+class Candidate(msgspec.Struct, frozen=True, kw_only=True):
+    """One BM25 hit with what the metadata score needs. ``ref`` is opaque to the core."""
+
+    ref: object
+    bm25: float
+    category: Category
+    status: Status
+    updated_at: float
+    access_count: int
+    session: str | None
+    file_match: bool
+
+
+class Scored(msgspec.Struct, frozen=True, kw_only=True):
+    candidate: Candidate
+    score: float
+
+
+class Reranker(Protocol):
+    """A hook between scoring and the cut-offs (SPEC §5). It may reorder or rescore, and must
+    return a subset of what it was given."""
+
+    def rerank(self, query: str, scored: Sequence[Scored]) -> Sequence[Scored]: ...
+
+
+class NoOpReranker:
+    def rerank(self, query: str, scored: Sequence[Scored]) -> Sequence[Scored]:
+        return scored
+
+
+# --------------------------------------------------------------------------- query terms
+
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+STOP_WORDS = frozenset(
+    """a about an and any are as at be been but by can could did do does for from had has have
+    how i if in into is it its just me my no not of on or our please should so some than that
+    the their them then there these they this those to us was we were what when where which who
+    why will with would you your""".split()
+)
+
+
+def keywords(text: str) -> list[str]:
+    """Lowercased word tokens minus stop words, in first-seen order, without repeats."""
+    words = (w for w in _TOKEN.findall(text.lower()) if w not in STOP_WORDS and len(w) <= 40)
+    return list(dict.fromkeys(words))
+
+
+DEFAULT_ALIASES: dict[str, tuple[str, ...]] = {
+    "auth": ("authentication", "authorization", "login", "oauth", "jwt"),
+    "db": ("database", "sql", "postgres", "sqlite", "mysql"),
+    "api": ("endpoint", "rest", "http", "route"),
+    "config": ("configuration", "settings", "env", "environment"),
+    "test": ("tests", "testing", "pytest", "spec", "unittest"),
+    "ui": ("frontend", "interface", "component", "view"),
+    "deploy": ("deployment", "release", "ci", "pipeline"),
+    "perf": ("performance", "latency", "slow", "speed"),
+    "deps": ("dependencies", "dependency", "package", "packages"),
+    "docs": ("documentation", "readme"),
+    "err": ("error", "exception", "failure", "bug"),
+    "repo": ("repository", "git"),
+}
+
+
+def expand(
+    words: Sequence[str], aliases: Mapping[str, Sequence[str]], weight: float
+) -> dict[str, float]:
+    """Query terms with their weights: the words at 1.0, their aliases at ``weight``. Aliases
+    work both ways: a synonym in the query also brings in its head term."""
+    terms: dict[str, float] = {w: 1.0 for w in words}
+    reverse: dict[str, list[str]] = {}
+    for head, synonyms in aliases.items():
+        for synonym in synonyms:
+            reverse.setdefault(synonym, []).append(head)
+    for word in words:
+        related = [*aliases.get(word, ()), *reverse.get(word, ())]
+        for head in reverse.get(word, ()):
+            related.extend(aliases.get(head, ()))
+        for term in related:
+            for part in keywords(term):
+                terms.setdefault(part, weight)
+    return terms
+
+
+# --------------------------------------------------------------------------- factors
+
+
+def category_weight(category: str, config: RetrievalConfig) -> float:
+    return config.category_weights.get(category, 1.0)
+
+
+def recency(updated_at: float, now: float, config: RetrievalConfig) -> float:
+    days = max(0.0, now - updated_at) / SECONDS_PER_DAY
+    return 1.0 + config.recency_amplitude * math.pow(2.0, -days / config.recency_half_life_days)
+
+
+def access_boost(access_count: int, config: RetrievalConfig) -> float:
+    return 1.0 + config.access_boost_per_access * min(access_count, config.access_boost_max_count)
+
+
+def file_affinity(file_match: bool, config: RetrievalConfig) -> float:
+    return config.file_affinity if file_match else 1.0
+
+
+def status_boost(status: str, config: RetrievalConfig) -> float:
+    return config.status_boosts.get(status, 1.0)
+
+
+def score(c: Candidate, now: float, config: RetrievalConfig) -> float:
+    return (
+        c.bm25
+        * category_weight(c.category, config)
+        * recency(c.updated_at, now, config)
+        * access_boost(c.access_count, config)
+        * file_affinity(c.file_match, config)
+        * status_boost(c.status, config)
+    )
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+def rank(
+    query: str,
+    candidates: Sequence[Candidate],
+    *,
+    now: float,
+    config: RetrievalConfig,
+    reranker: Reranker | None = None,
+    top_k: int | None = None,
+    limit: int | None = None,
+) -> list[Scored]:
+    """Score → rerank → top-k → relative threshold → per-session cap → first ``limit``.
+
+    ``top_k`` and ``limit`` default to the config's ``top_k`` and ``inject_top_n``.
+    """
+    scored = sorted(
+        (Scored(candidate=c, score=score(c, now, config)) for c in candidates),
+        key=lambda s: s.score,
+        reverse=True,
+    )
+    if reranker is not None:
+        scored = list(reranker.rerank(query, scored))
+    scored = scored[: top_k or config.top_k]
+    if not scored:
+        return []
+    floor = scored[0].score * config.relative_threshold
+    kept = [s for s in scored if s.score >= floor]
+    return diversify(kept, config.max_per_session)[: limit or config.inject_top_n]
+
+
+def diversify(scored: Sequence[Scored], max_per_session: int) -> list[Scored]:
+    """At most ``max_per_session`` results from any one source session (entries with no
+    session, such as the user's own, are not capped)."""
+    seen: dict[str, int] = {}
+    kept = []
+    for s in scored:
+        session = s.candidate.session
+        if session is not None:
+            seen[session] = seen.get(session, 0) + 1
+            if seen[session] > max_per_session:
+                continue
+        kept.append(s)
+    return kept

@@ -1,0 +1,172 @@
+"""Search and inject (SPEC §5): the retrieval pipeline run against one project.
+
+The index finds candidates, the pure core scores and cuts them, the store supplies the text, and
+the injection builder packs the payload into its budget. Latencies feed the SLO monitor, which
+switches to a cheaper scan when retrieval gets slow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memctl import protocol as p
+from memoryd.core import budget, conflicts, injection, retrieval
+from memoryd.core.formatting import Item
+from memoryd.core.slo import SloMonitor
+from memoryd.project import ProjectMemory
+
+DEGRADED_TOP_K = 5
+DEGRADED_SCAN = 100
+
+
+class Recall:
+    def __init__(
+        self,
+        config: retrieval.RetrievalConfig,
+        slo: SloMonitor,
+        *,
+        default_ceiling: int = budget.DEFAULT_CEILING,
+        reranker: retrieval.Reranker | None = None,
+        clock: Callable[[], float] = time.time,
+        log: Any = None,
+    ) -> None:
+        self.config = config
+        self.slo = slo
+        self.default_ceiling = default_ceiling
+        self.reranker = reranker or retrieval.NoOpReranker()
+        self._clock = clock
+        self._log = log
+
+    # ------------------------------------------------------------------ pipeline
+
+    def _ranked(
+        self,
+        project: ProjectMemory,
+        query: str,
+        *,
+        archived: bool,
+        files: Sequence[str],
+        limit: int,
+    ) -> list[tuple[p.Entry, float]]:
+        config = self.config
+        top_k, scan = config.top_k, config.max_candidate_scan
+        if self.slo.degraded:
+            top_k, scan = min(top_k, DEGRADED_TOP_K), min(scan, DEGRADED_SCAN)
+        terms = retrieval.expand(retrieval.keywords(query), project.aliases(), config.alias_weight)
+        project.sync_index()
+        hits = project.index.retrieve(
+            terms, archived=archived, active_files=files, config=config, scan=scan
+        )
+        ranked = retrieval.rank(
+            query,
+            hits.candidates,
+            now=self._clock(),
+            config=config,
+            reranker=self.reranker,
+            top_k=max(top_k, limit),
+            limit=limit,
+        )
+        ids = hits.ids([s.candidate.ref for s in ranked])
+        found = project.store.get_many(ids)
+        return [(found[i], s.score) for i, s in zip(ids, ranked, strict=True) if i in found]
+
+    def _timed(self, started: float) -> None:
+        change = self.slo.record((time.perf_counter() - started) * 1000)
+        if change is not None and self._log is not None:
+            event = "slo_degraded" if change.degraded else "slo_recovered"
+            self._log.warning(event, p95_ms=round(change.p95_ms, 3))
+
+    # ------------------------------------------------------------------ operations
+
+    def search(self, project: ProjectMemory, req: p.Search) -> list[p.ScoredEntry]:
+        started = time.perf_counter()
+        ranked = self._ranked(
+            project, req.query, archived=req.archive, files=req.files, limit=req.k
+        )
+        self._timed(started)
+        return [_scored(entry, score) for entry, score in ranked]
+
+    def inject(self, project: ProjectMemory, req: p.Inject) -> p.InjectResult:
+        started = time.perf_counter()
+        pinned = project.store.pinned(self.config.max_pinned)
+        pinned_ids = {e.id for e in pinned}
+        relevant = self._relevant(project, req, exclude=pinned_ids)
+        items: dict[str, list[Item]] = {
+            "always": [_item(e) for e in pinned],
+            "session": [],
+            "retrieval": [_item(e) for e in relevant],
+            "summaries": [],
+        }
+        self._attach_conflicts(project, pinned, relevant, items)
+        ceiling = project.budget_ceiling(self.default_ceiling)
+        total = budget.total_budget(ceiling, req.remaining_context)
+        payload = injection.build(req.format, total, items)
+        project.record_access(payload.ids, self._clock())
+        self._timed(started)
+        return p.InjectResult(
+            text=payload.text,
+            tokens=p.TokenInfo(total=payload.tokens, budget=payload.budget, tiers=payload.tiers),
+            entries=payload.ids,
+        )
+
+    def _relevant(self, project: ProjectMemory, req: p.Inject, exclude: set[str]) -> list[p.Entry]:
+        limit = self.config.inject_top_n
+        if req.query.strip():
+            ranked = self._ranked(
+                project, req.query, archived=False, files=req.files, limit=limit + len(exclude)
+            )
+            return [e for e, _ in ranked if e.id not in exclude][:limit]
+        # No prompt yet (session start): the most recently updated confirmed entries.
+        recent, _ = project.store.list_entries(
+            category=None, status="confirmed", archived=False, limit=limit, offset=0
+        )
+        return recent
+
+    def _attach_conflicts(
+        self,
+        project: ProjectMemory,
+        pinned: list[p.Entry],
+        relevant: list[p.Entry],
+        items: dict[str, list[Item]],
+    ) -> None:
+        """Both sides of an active conflict are shown, with the marker (fail loud, seed D7)."""
+        shown = {e.id: e for e in (*pinned, *relevant)}
+        pairs = project.store.active_conflicts(list(shown))
+        if not pairs:
+            return
+        missing = [i for pair in pairs for i in pair if i not in shown]
+        shown.update(project.store.get_many(missing))
+        for a, b in pairs:
+            if a in shown and b in shown:
+                for entry_id in (a, b):
+                    if entry_id in missing:
+                        items["retrieval"].append(_item(shown[entry_id]))
+                        missing.remove(entry_id)
+                marker = conflicts.marker(shown[a], shown[b])
+                items["retrieval"].append(Item(kind="conflict", text=marker))
+
+
+def _item(entry: p.Entry) -> Item:
+    return Item(
+        kind="entry",
+        text=entry.content,
+        id=entry.id,
+        category=entry.category,
+        status=entry.status,
+    )
+
+
+def _scored(e: p.Entry, score: float) -> p.ScoredEntry:
+    return p.ScoredEntry(
+        id=e.id,
+        content=e.content,
+        category=e.category,
+        status=e.status,
+        score=round(score, 4),
+        importance=e.importance,
+        tags=e.tags,
+        file_paths=e.file_paths,
+        archived=e.archived,
+    )
