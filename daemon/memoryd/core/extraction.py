@@ -1,0 +1,165 @@
+"""Extraction: transcript messages in, session findings out (SPEC §6, seed 004 §4.3).
+
+Pure and deterministic: the same messages and rules always give the same findings, in the same
+order, with the same ids (derived from session and fingerprint), so a checkpoint can re-run it over
+the whole session so far instead of keeping state between calls. Pairing an error with its fix and
+counting edits per file need the whole session; disjoint batches would miss them.
+
+The hot path is prose: a message is lowercased once and tested against the rules' keywords, and
+only messages with a live rule are split into sentences. Tool output is never scanned unless the
+result is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from memoryd.core.extraction_rules import (
+    DEFAULT_RULES,
+    CompiledRule,
+    ExtractionRule,
+    RoleRules,
+    load_user_rules,
+    plan_rules,
+)
+from memoryd.core.findings import FindingSink, Origin, SessionFinding
+from memoryd.core.tool_outcomes import ToolCallLike, ToolOutcomes, ToolResultLike
+
+__all__ = [
+    "DEFAULT_RULES",
+    "ExtractionRule",
+    "MessageLike",
+    "SessionFinding",
+    "ToolCallLike",
+    "ToolResultLike",
+    "extract",
+    "load_user_rules",
+]
+
+
+class MessageLike(Protocol):
+    """A transcript message as the parser models it (core/transcript.py).
+
+    Read-only properties, so frozen structs and plain dataclasses both satisfy it."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tool_calls(self) -> Sequence[ToolCallLike]: ...
+    @property
+    def tool_results(self) -> Sequence[ToolResultLike]: ...
+    @property
+    def files(self) -> Sequence[str]: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def injected(self) -> bool: ...
+
+
+def extract(
+    messages: Sequence[MessageLike],
+    rules: Sequence[ExtractionRule] = DEFAULT_RULES,
+    *,
+    redact: Callable[[str], str] | None = None,
+) -> list[SessionFinding]:
+    """Findings of ``messages`` in transcript order, one per fingerprint (the most important).
+
+    Injected messages (our own hook output, injected system context) are skipped. ``redact``,
+    when given, runs on every content before it is fingerprinted, so a secret never reaches a
+    finding and the fingerprint is that of the text that will be stored."""
+    plan = plan_rules(tuple(rules))
+    sink = FindingSink(redact)
+    tools = ToolOutcomes(plan.tool_calls, plan.tool_errors, sink)
+    for message in messages:
+        if message.injected:
+            continue
+        origin = Origin(message.agent, message.session_id, message.offset)
+        if role := plan.prose.get(message.role):
+            _prose_findings(message, role, origin, sink)
+        if message.tool_calls or message.tool_results:
+            tools.observe(message.tool_calls, message.tool_results, origin)
+    tools.finish()
+    return sink.findings()
+
+
+# --------------------------------------------------------------------------- prose
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+_QUOTES = (("\u2018", "'"), ("\u2019", "'"), ("\u201c", '"'), ("\u201d", '"'))
+_SPACE_RUNS = re.compile(r"[ \t\xa0]{2,}|[\t\xa0]")
+_LIST_MARKER = re.compile(r"^\s*(?:(?:[-*+•>]|\d{1,3}[.)]|#{1,6}|\[[ xX]\])\s+)+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(\[*_])")
+MIN_SENTENCE_WORDS = 3
+
+
+def _prose(text: str) -> str:
+    """Message text without fenced code, with typographic quotes made plain and runs of spaces
+    made one, so that patterns and keywords see "we'll use" however it was typed."""
+    if "```" in text or "~~~" in text:
+        text = _FENCE.sub("\n", text)
+    for curly, plain in _QUOTES:
+        if curly in text:
+            text = text.replace(curly, plain)
+    return _SPACE_RUNS.sub(" ", text)
+
+
+def sentences(line: str) -> list[str]:
+    """The sentences of one line of prose, list markers and heading marks stripped."""
+    line = _LIST_MARKER.sub("", line).strip()
+    if not line or line.startswith("|"):  # table rows are data, not statements
+        return []
+    return [piece for piece in map(str.strip, _SENTENCE_END.split(line)) if piece]
+
+
+def _prose_findings(
+    message: MessageLike, role: RoleRules, origin: Origin, sink: FindingSink
+) -> None:
+    if not role.rules or not message.text:
+        return
+    prose = _prose(message.text)
+    lowered = prose.lower()
+    # One pass of fast substring tests per keyword, then only rules and lines that can match.
+    present = {k for k in role.keywords if k in lowered}
+    live = [rx for rx in role.rules if rx.live(present)]
+    if not live or _whole_message(live, prose, message.files, origin, sink):
+        return
+    per_sentence = [rx for rx in live if rx.rule.unit == "sentence"]
+    if not per_sentence:
+        return
+    every_line = any(not rx.keywords for rx in per_sentence)
+    # lower() never adds or removes a line break, so the two line lists stay aligned.
+    for line, line_lowered in zip(prose.splitlines(), lowered.splitlines(), strict=False):
+        if not (every_line or any(k in line_lowered for k in present)):
+            continue
+        for sentence in sentences(line):
+            # Questions ask, they do not state; short fragments carry too little to keep.
+            if sentence.endswith("?") or sentence.count(" ") < MIN_SENTENCE_WORDS - 1:
+                continue
+            low = sentence.lower()
+            here = {k for k in present if k in low}
+            for rx in per_sentence:
+                if rx.live(here) and (match := rx.regex.search(sentence)):
+                    sink.add(rx.rule, rx.render(match, sentence), origin, message.files)
+
+
+def _whole_message(
+    live: list[CompiledRule], prose: str, files: Sequence[str], origin: Origin, sink: FindingSink
+) -> bool:
+    """Message-unit rules; True when the user asked to remember this prompt.
+
+    An explicit remember is the user's own wording of the prompt, so sentence rules would only
+    add fragments of it."""
+    for rx in live:
+        if rx.rule.unit == "message" and (match := rx.regex.search(prose)):
+            added = sink.add(rx.rule, rx.render(match, prose), origin, files)
+            if added and rx.rule.user_intent:
+                return True
+    return False

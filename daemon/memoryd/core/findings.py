@@ -1,0 +1,138 @@
+"""Session findings: the shape of what extraction captures, and how captured text is kept.
+
+Captured text is tidied, optionally redacted, cut to the content limit at a word boundary and
+fingerprinted; within one extraction, one finding is kept per fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from memctl.protocol import Category
+from memoryd.core.entries import MAX_CONTENT_CHARS, fingerprint, infer_category
+from memoryd.core.extraction_rules import ExtractionRule
+
+
+class SessionFinding(msgspec.Struct, frozen=True, kw_only=True):
+    """One thing worth remembering from a session (seed 004 §4.3), before promotion."""
+
+    id: str
+    fingerprint: str
+    content: str
+    category: Category
+    importance: float
+    confidence: float
+    rule_id: str
+    agent: str
+    session_id: str | None
+    offset: int
+    file_paths: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    user_intent: bool = False
+    resolved_error: bool = False
+
+
+class Origin(NamedTuple):
+    """Where in the transcript a finding was seen."""
+
+    agent: str
+    session_id: str | None
+    offset: int
+
+
+_RAW_LIMIT = 8 * MAX_CONTENT_CHARS
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_SPACES = re.compile(r"[ \t\xa0]+")
+_BLANK_LINES = re.compile(r"\s*\n\s*")
+# Markdown bold only: underscores are part of names such as __init__.py.
+_EMPHASIS = re.compile(r"\*\*")
+
+
+def tidy(text: str) -> str:
+    text = unicodedata.normalize("NFC", _CONTROL.sub(" ", text.replace("\r", "")))
+    text = _EMPHASIS.sub("", text)
+    return _BLANK_LINES.sub("\n", _SPACES.sub(" ", text)).strip()
+
+
+def truncate(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
+    """At most ``limit`` characters, cut at a word boundary and marked with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    boundary = max(cut.rfind(" "), cut.rfind("\n"))
+    # A single enormous token has no boundary worth keeping; cut it mid-word instead.
+    if boundary >= limit // 2:
+        cut = cut[:boundary]
+    return cut.rstrip() + "…"
+
+
+def finding_id(session_id: str | None, fp: str) -> str:
+    return hashlib.sha256(f"{session_id or ''}\x1f{fp}".encode()).hexdigest()[:32]
+
+
+def _mentioned(files: Sequence[str], text: str) -> tuple[str, ...]:
+    return tuple(f for f in files if f and (f in text or f.rsplit("/", 1)[-1] in text))
+
+
+class FindingSink:
+    """Keeps one finding per fingerprint: the most important, the earliest among equals."""
+
+    def __init__(self, redact: Callable[[str], str] | None) -> None:
+        self._redact = redact
+        self._best: dict[str, tuple[tuple[float, bool, bool], int, SessionFinding]] = {}
+        self._seq = 0
+        # The same text recurs within a session (todo lists are re-sent whole); hash it once.
+        self._fingerprints: dict[str, str] = {}
+
+    def add(
+        self,
+        rule: ExtractionRule,
+        text: str,
+        origin: Origin,
+        files: Sequence[str] = (),
+        *,
+        resolved: bool = False,
+        importance: float | None = None,
+    ) -> bool:
+        # Only the start of a text can fit in a finding; cutting first keeps huge prompts cheap.
+        content = tidy(text[:_RAW_LIMIT])
+        if self._redact is not None and content:
+            content = tidy(self._redact(content))
+        content = truncate(content)
+        if not content:
+            return False
+        fp = self._fingerprints.get(content)
+        if fp is None:
+            fp = self._fingerprints[content] = fingerprint(content)
+        finding = SessionFinding(
+            id=finding_id(origin.session_id, fp),
+            fingerprint=fp,
+            content=content,
+            category=infer_category(content) if rule.category == "infer" else rule.category,
+            importance=rule.importance if importance is None else importance,
+            confidence=rule.confidence,
+            rule_id=rule.id,
+            agent=origin.agent,
+            session_id=origin.session_id,
+            offset=origin.offset,
+            file_paths=_mentioned(files, content) if rule.collect == "match" else tuple(files),
+            tags=rule.tags,
+            user_intent=rule.user_intent,
+            resolved_error=resolved,
+        )
+        rank = (finding.importance, finding.user_intent, resolved)
+        self._seq += 1
+        current = self._best.get(fp)
+        if current is None or rank > current[0]:
+            self._best[fp] = (rank, self._seq, finding)
+        return True
+
+    def findings(self) -> list[SessionFinding]:
+        ordered = sorted(self._best.values(), key=lambda kept: (kept[2].offset, kept[1]))
+        return [finding for _rank, _seq, finding in ordered]

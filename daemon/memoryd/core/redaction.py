@@ -1,0 +1,280 @@
+"""Redaction: secrets become ``[REDACTED:<kind>]`` before anything is persisted (SPEC §6).
+
+Known credential formats are found by pattern rules, unknown ones by a Shannon-entropy check.
+Rules are data (``SecretRule``), so rules from the configuration can be appended to
+``DEFAULT_RULES`` and passed to ``redact_with``. Redaction is pure and idempotent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+ENTROPY_BITS = 4.0  # bits per char above which an unknown token may be a secret
+ENTROPY_MIN_LEN = 21  # SPEC: "tokens > 20 chars"
+# A replacement cannot create a match in practice; the next pass proves it, and the bound keeps
+# a pathological input from looping.
+_MAX_PASSES = 3
+
+
+@dataclass(frozen=True)
+class SecretRule:
+    """One kind of secret: ``pattern`` finds it and its group ``group`` is replaced (so an
+    assignment keeps its key). ``hints``: lower-case strings one of which every match contains;
+    the rule is skipped when the lowered text has none (a substring test is ~100× cheaper than a
+    regex scan, and most text holds no secret). Empty: always run."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    group: int = 0
+    hints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """The redacted text and the kinds replaced, in order of first appearance."""
+
+    text: str
+    kinds: tuple[str, ...]
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+# Markers already in the text are claimed before any rule runs, so no rule (a user's included)
+# can match inside one: that is what makes redaction idempotent.
+_MARKER = re.compile(r"\[REDACTED:[\w.\-]*\]")
+
+
+def _rule(kind: str, pattern: str, hints: str = "", group: int = 0) -> SecretRule:
+    return SecretRule(kind, re.compile(pattern), group, tuple(hints.split()))
+
+
+# Pieces of the context rules. A value is not code or a template (`password: str`,
+# `token=os.environ[...]`, `${VAR}`, `<your-key>`, `****`, a path) and is not prose
+# (`password: must be rotated`): those are what agents talk about most.
+_ASSIGN = r"""["']?\s*(?::=|=|:)\s*["']?"""
+_END = r"""(?![^\s,;()\[\]}"'])"""  # the identifier ends here: a call, index or delimiter
+_NOT_VALUE = (
+    r"(?-i:(?!(?:str|bytes|int|None|null|nil|true|false|undefined|string|SecretStr|Optional|Any)\b"
+    r"|[$%{<*/~.]|[a-z_][a-z0-9_]*(?:\.[A-Za-z_]\w*)+" + _END + r"|\w+\("
+    r"|\w*(?i:pass|pwd|secret|token|key)\w*" + _END + "))"
+)
+
+
+def _value(min_len: int) -> str:
+    """A quoted value runs to its closing quote (spaces allowed), a bare one to a delimiter and
+    is not the first word of a sentence."""
+    n = f"{{{min_len},}}"
+    bare = rf"""(?![a-z]+[ \t]+[a-z])[^\s"',;)}}\]]{n}"""
+    return _NOT_VALUE + rf"""((?<=")[^"\n]{n}|(?<=')[^'\n]{n}|{bare})"""
+
+
+_B64 = r"[A-Za-z0-9_\-]"  # base64url
+# Random tokens of these formats hold a digit and an upper-case letter; kebab-case words that
+# share the prefix (`sk-learn-...`) do not.
+_MIXED = r"(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Z])"
+_AUTH = r"(?i)\bauthorization" + _ASSIGN
+_SCHEME = r"(?:bearer|basic|token|bot|digest)\s+"
+_CREDENTIAL = r"""(?![$%{<*])([^\s"',;)}\]]{8,})"""
+_AWS_SECRET_KEYS = r"(?i)(?:aws_?secret_?(?:access_?)?key|secret_?access_?key)"
+_AWS_SECRET = r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+_EMAIL = r"\b(?!git@)[A-Za-z0-9._%+\-]+@(?![1-4]x\.)(?:[A-Za-z0-9\-]+\.)+[A-Za-z]{2,}\b"
+_PASSWORD_KEYS = r"(?i)(?:password|passwd|passphrase|\bpwd)"
+_SECRET_KEYS = (
+    r"(?i)(?:api[_-]?key|secret(?:[_-]?key)?|token|access[_-]?key|auth[_-]?key"
+    r"|private[_-]?key|client[_-]?secret)"
+)
+
+# Order is priority: where matches overlap the earlier rule wins, so specific formats come
+# before the context rules (an `api_key=ghp_...` is reported as a github_token).
+DEFAULT_RULES: tuple[SecretRule, ...] = (
+    # An unterminated block (a truncated paste) is redacted to the end: better too much.
+    _rule(
+        "private_key",
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        "-----begin",
+    ),
+    _rule("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[\w/]+", "slack"),
+    _rule(
+        "discord_webhook",
+        r"https://(?:\w+\.)?discord(?:app)?\.com/api/webhooks/\d+/[\w\-]+",
+        "discord",
+    ),
+    # Access key ids only: AIDA/AROA/... are public user and role ids.
+    _rule("aws_access_key", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "akia asia"),
+    _rule(
+        "github_token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_\w{30,255})\b",
+        "ghp_ gho_ ghu_ ghs_ ghr_ github_pat_",
+    ),
+    _rule("gitlab_token", rf"\bgl(?:pat|dt|rt|ptt)-{_B64}{{20,}}", "glpat- gldt- glrt- glptt-"),
+    _rule("slack_token", r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}", "xox xapp-"),
+    _rule(
+        "stripe_key", r"\b(?:[sr]k_(?:live|test)|whsec)_[A-Za-z0-9]{16,}", "k_live_ k_test_ whsec_"
+    ),
+    _rule("anthropic_key", rf"\bsk-ant-{_B64}{{20,}}", "sk-ant-"),
+    _rule("openai_key", rf"\bsk-(?:proj-|svcacct-|admin-)?{_MIXED}{_B64}{{20,}}", "sk-"),
+    _rule("google_api_key", rf"\bAIza{_B64}{{35}}(?![\w\-])", "aiza"),
+    _rule("google_oauth", rf"\bya29\.{_B64}{{20,}}|\b1//0{_B64}{{30,}}", "ya29. 1//0"),
+    _rule("huggingface_token", r"\bhf_(?=\w*[A-Z])(?=\w*[a-z])[A-Za-z0-9]{30,}\b", "hf_"),
+    _rule("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", "npm_"),
+    _rule("pypi_token", rf"\bpypi-AgE{_B64}{{20,}}", "pypi-age"),
+    # No useful hint ("sk", "ac" are everywhere), so the literal leads to keep the scan fast.
+    _rule("twilio_key", r"(?:SK|AC)(?<=\b..)[0-9a-f]{32}\b"),
+    _rule("sendgrid_key", rf"\bSG\.{_B64}{{16,}}\.{_B64}{{16,}}", "sg."),
+    _rule("digitalocean_token", r"\bdo[por]_v1_[0-9a-f]{64}\b", "_v1_"),
+    _rule("discord_token", rf"[MNO](?<=\b.){_B64}{{23,27}}\.{_B64}{{6}}\.{_B64}{{27,40}}"),
+    _rule("telegram_bot_token", rf"\d(?<!\d\d)\d{{7,9}}:AA{_B64}{{33}}(?![\w\-])", ":aa"),
+    _rule("jwt", rf"\beyJ{_B64}{{10,}}\.{_B64}{{10,}}\.{_B64}{{10,}}", "eyj"),
+    # Only the password goes: the host and user are what a memory about a database needs.
+    _rule("connection_string", r"://[^\s:/@]*:([^\s@/]+)@", "://", group=1),
+    _rule("aws_secret_key", _AWS_SECRET_KEYS + _ASSIGN + _AWS_SECRET, "secret", group=1),
+    _rule(
+        "azure_storage_key", r"(?i)\b(?:Account|SharedAccess)Key=([\w+/=]{20,})", "key=", group=1
+    ),
+    # After a scheme the value is a credential (code builds it from a variable: `{`, `$`, `"`).
+    _rule("authorization_header", _AUTH + _SCHEME + _CREDENTIAL, "authorization", group=1),
+    _rule("authorization_header", _AUTH + _value(8), "authorization", group=1),
+    _rule("password_assignment", _PASSWORD_KEYS + _ASSIGN + _value(3), "pass pwd", group=1),
+    # Key names end at the keyword: `max_tokens=` or `token_count:` are not secrets.
+    _rule("generic_secret", _SECRET_KEYS + _ASSIGN + _value(12), "key secret token", group=1),
+    # `git@github.com` is an SSH remote, and `icon@2x.png` an image, not somebody's address.
+    _rule("email", _EMAIL, "@"),
+)
+
+# Entropy candidates: runs of the base64/base64url alphabet, `=` only as padding (so in
+# `name=value` the value is the token). Skipped: URLs up to their query string (credentials in
+# them are connection_string's), and public digests and keys: lockfile integrity
+# (`sha512-...`), go.sum (`h1:...`), SSH public keys.
+_TOKEN = re.compile(rf"[A-Za-z0-9+/_\-]{{{ENTROPY_MIN_LEN},}}={{0,2}}")
+_URL = re.compile(r"://[^\s?#\"'<>]*")
+_SRI = ("sha1-", "sha256-", "sha384-", "sha512-")
+_PUBLIC_BEFORE = re.compile(r"(?:h1:|(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp\d+) )$")
+_HEX = re.compile(r"[0-9a-fA-F\-]+")
+# Word pieces of an identifier: `parseHTTPResponse2` → parse, HTTP, Response, 2.
+_PIECE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_VOWELS = frozenset("aeiouyAEIOUY")
+_CONSONANTS = re.compile(r"[^aeiouy]{4,}", re.IGNORECASE)  # "strength" is rare, "xkcd" random
+
+
+def shannon_entropy(text: str) -> float:
+    """Bits per character of ``text``'s own character distribution."""
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values()) if n else 0.0
+
+
+def _mixed_classes(token: str) -> bool:
+    # A random token this long almost surely mixes all three; paths, snake_case, hex and
+    # base32 do not.
+    return (
+        any(c.isdigit() for c in token)
+        and any(c.isupper() for c in token)
+        and any(c.islower() for c in token)
+    )
+
+
+def _word(piece: str) -> bool:
+    pronounceable = not _VOWELS.isdisjoint(piece) and not _CONSONANTS.search(piece)
+    return len(piece) >= 3 and piece.isalpha() and pronounceable
+
+
+def _wordy(token: str) -> bool:
+    """An identifier or a path: long pieces (random text switches case every two characters or
+    so), most of them pronounceable."""
+    pieces = _PIECE.findall(token)
+    total = sum(map(len, pieces))
+    return total >= 3 * len(pieces) and sum(len(p) for p in pieces if _word(p)) >= 0.6 * total
+
+
+def _base64_of_text(token: str) -> bool:
+    body = token.rstrip("=")
+    if len(body) % 4 == 1:
+        return False
+    altchars = b"-_" if "-" in body or "_" in body else None
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=altchars, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return sum(32 <= b < 127 or b in (9, 10, 13) for b in raw) >= 0.9 * len(raw)
+
+
+def looks_like_secret(token: str) -> bool:
+    """The entropy check for one token, cheapest tests first."""
+    return (
+        len(token) >= ENTROPY_MIN_LEN
+        and _mixed_classes(token)
+        and not _HEX.fullmatch(token)  # git SHAs, UUIDs, digests: hex is never flagged
+        and shannon_entropy(token) > ENTROPY_BITS
+        and not _wordy(token)
+        and not _base64_of_text(token)
+    )
+
+
+def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
+    urls = [m.span() for m in _URL.finditer(text)] if "://" in text else []
+    url_ends = [end for _, end in urls]
+    for match in _TOKEN.finditer(text):
+        start, end = match.span()
+        i = bisect.bisect_right(url_ends, start)
+        if i < len(urls) and urls[i][0] <= start:
+            continue
+        before = max(0, start - 24)  # room for "ecdsa-sha2-nistp521 "
+        public = match.group().startswith(_SRI) or _PUBLIC_BEFORE.search(text, before, start)
+        if not public and looks_like_secret(match.group()):
+            yield start, end
+
+
+def _claim(spans: list[tuple[int, int, str]], start: int, end: int, kind: str) -> None:
+    """Add a span unless it overlaps one already claimed (``spans`` stays sorted)."""
+    i = bisect.bisect_left(spans, (start, end, kind))
+    if (i == 0 or spans[i - 1][1] <= start) and (i == len(spans) or spans[i][0] >= end):
+        spans.insert(i, (start, end, kind))
+
+
+def _find(text: str, rules: tuple[SecretRule, ...]) -> list[tuple[int, int, str]]:
+    spans: list[tuple[int, int, str]] = []
+    for match in _MARKER.finditer(text):
+        _claim(spans, match.start(), match.end(), "")
+    lowered = text.lower()
+    for rule in rules:
+        if rule.hints and not any(hint in lowered for hint in rule.hints):
+            continue
+        for match in rule.pattern.finditer(text):
+            start, end = match.span(rule.group)
+            if start < end:  # (-1, -1) when the group did not take part
+                _claim(spans, start, end, rule.kind)
+    for start, end in _entropy_spans(text):
+        _claim(spans, start, end, "high_entropy")
+    return [span for span in spans if span[2]]
+
+
+def redact_with(text: str, rules: Iterable[SecretRule]) -> Redaction:
+    """Redact ``text`` with ``rules`` (earlier ones win overlaps), then the entropy check."""
+    ordered = tuple(rules)
+    kinds: list[str] = []
+    for _ in range(_MAX_PASSES):
+        spans = _find(text, ordered)
+        if not spans:
+            break
+        pieces: list[str] = []
+        last = 0
+        for start, end, kind in spans:
+            pieces += [text[last:start], marker(kind)]
+            kinds.append(kind)
+            last = end
+        text = "".join([*pieces, text[last:]])
+    return Redaction(text, tuple(dict.fromkeys(kinds)))
+
+
+def redact(text: str) -> Redaction:
+    """Redact ``text`` with ``DEFAULT_RULES`` and the entropy check."""
+    return redact_with(text, DEFAULT_RULES)
