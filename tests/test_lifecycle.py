@@ -66,7 +66,8 @@ def test_shutdown_request_and_restart_keep_data(env: Env, daemon: Daemon) -> Non
     from memctl.transport import Client
 
     with Client(endpoint="ipc://" + str(env.socket)) as client:
-        reply = client.call(protocol.Shutdown())
+        # A generous budget: a retry after a slow first attempt would reach a daemon already gone.
+        reply = client.call(protocol.Shutdown(), budget_s=20)
     assert isinstance(reply, protocol.Ok) and reply.result["stopping"] is True
     assert daemon.proc.wait(timeout=10) == 0
     again = Daemon(env).start()

@@ -75,7 +75,7 @@ def checked(r: dict[str, Any]) -> str:
 
 
 def injected(r: dict[str, Any]) -> str:
-    return r["text"]
+    return str(r["text"])
 
 
 def budget(r: dict[str, Any]) -> str:

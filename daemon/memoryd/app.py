@@ -107,6 +107,8 @@ class Daemon:
         if self.server is not None and not self.server.stopping:
             self.log.info("stopping", reason=reason)
             self.server.stopping = True
+            if reason == "shutdown request":
+                self.server.watch_disconnects()
 
     def _on_internal(self, message: messages.Internal) -> None:
         match message:

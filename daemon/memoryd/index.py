@@ -26,19 +26,42 @@ from memoryd.store.base import Store
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FIELD_BOOSTS = {"content": 2.0, "tags": 1.5, "file_paths": 1.2, "category": 1.0}
-# Prefix and fuzzy matches count for less than the exact word (tantivy scores them flat).
-LOOSE_MATCH_BOOST = 0.3
+# Content and tags are stemmed ("deploys" finds "deploy"); the same analyzer runs on queries.
+STEMMED_FIELDS = frozenset({"content", "tags"})
+ANALYZER = "memoryd_en"
+# Prefix and typo matches run on the unstemmed words and tantivy scores them flat: a boost in
+# the range of an ordinary BM25 match lets a typo query still reach its entry.
+LOOSE_MATCH_BOOST = 2.0
 CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
 STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+_STEMMER = _analyzer()
+
+
+def stem(word: str) -> str:
+    tokens = _STEMMER.analyze(word)
+    return tokens[0] if tokens else word
 
 
 def _schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("id", stored=True, tokenizer_name="raw")
-    sb.add_text_field("content")
-    sb.add_text_field("tags")
+    sb.add_text_field("content", tokenizer_name=ANALYZER)
+    sb.add_text_field("content_raw", index_option="basic")  # unstemmed words, for loose matches
+    sb.add_text_field("tags", tokenizer_name=ANALYZER)
     sb.add_text_field("file_paths")
     sb.add_text_field("category")
     # Exact paths and their directories, for file affinity.
@@ -77,8 +100,8 @@ class Hits:
     searcher: tantivy.Searcher
     candidates: list[Candidate]
 
-    def ids(self, refs: list[object]) -> list[str]:
-        return [self.searcher.doc(ref)["id"][0] for ref in refs]
+    def ids(self, refs: Sequence[object]) -> list[str]:
+        return [self.searcher.doc(ref)["id"][0] for ref in refs]  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -101,6 +124,7 @@ class SearchIndex:
         try:
             fresh = not tantivy.Index.exists(str(self.directory))
             self._index = tantivy.Index(self._schema, path=str(self.directory), reuse=True)
+            self._index.register_tokenizer(ANALYZER, _analyzer())
             self._writer = self._index.writer(self._heap, 1)
             # A kill during a commit can leave files no meta.json refers to (e.g. a `.del`
             # file); a later commit at the same opstamp would then fail on them.
@@ -112,6 +136,7 @@ class SearchIndex:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory.mkdir(parents=True)
             self._index = tantivy.Index(self._schema, path=str(self.directory), reuse=False)
+            self._index.register_tokenizer(ANALYZER, _analyzer())
             self._writer = self._index.writer(self._heap, 1)
             self.applied_seq = -1
 
@@ -131,6 +156,7 @@ class SearchIndex:
         doc = tantivy.Document(
             id=entry.id,
             content=entry.content,
+            content_raw=entry.content,
             tags=" ".join(entry.tags),
             file_paths=" ".join(entry.file_paths),
             category=entry.category.replace("_", " "),
@@ -228,15 +254,23 @@ class SearchIndex:
             )
         }
         near = self._near_files(searcher, active_files, archived, scan) if active_files else set()
+        # Every document is written with all columns, so none of these values is missing.
+        cats, stats, times, counts, sessions = (
+            [int(v or 0) for v in columns["category_code"]],
+            [int(v or 0) for v in columns["status_code"]],
+            [float(v or 0.0) for v in columns["updated_at"]],
+            [int(v or 0) for v in columns["access_count"]],
+            columns["session_key"],
+        )
         candidates = [
             Candidate(
                 ref=addr,
                 bm25=float(score),
-                category=CATEGORIES[columns["category_code"][i]],
-                status=STATUSES[columns["status_code"][i]],
-                updated_at=columns["updated_at"][i],
-                access_count=columns["access_count"][i],
-                session=str(columns["session_key"][i]) if columns["session_key"][i] else None,
+                category=CATEGORIES[cats[i]],
+                status=STATUSES[stats[i]],
+                updated_at=times[i],
+                access_count=counts[i],
+                session=str(sessions[i]) if sessions[i] else None,
                 file_match=(addr.segment_ord, addr.doc) in near,
             )
             for i, (score, addr) in enumerate(hits)
@@ -249,12 +283,16 @@ class SearchIndex:
         Q, Occur = tantivy.Query, tantivy.Occur
         should = []
         for term, weight in terms.items():
+            stemmed = stem(term)
             for field, boost in FIELD_BOOSTS.items():
-                exact = Q.term_query(self._schema, field, term)
+                if field == "category" and weight < 1.0:
+                    continue  # an alias ("test" → "spec") must not match a whole category
+                value = stemmed if field in STEMMED_FIELDS else term
+                exact = Q.term_query(self._schema, field, value)
                 should.append((Occur.Should, Q.boost_query(exact, boost * weight)))
             if len(term) >= config.prefix_min_length:
                 distance = 1 if len(term) >= config.fuzzy_min_length else 0
-                loose = Q.fuzzy_term_query(self._schema, "content", term, distance, True, True)
+                loose = Q.fuzzy_term_query(self._schema, "content_raw", term, distance, True, True)
                 should.append((Occur.Should, Q.boost_query(loose, LOOSE_MATCH_BOOST * weight)))
         archived_filter = Q.const_score_query(
             Q.term_query(self._schema, "archived", int(archived)), 0.0

@@ -91,6 +91,7 @@ class ProjectMemory:
         self.index.open_synced(self.store)
         self._index_dirty = False
         self._aliases: dict[str, tuple[str, ...]] | None = None
+        self._unindexed: list[str] = []  # entries added since the index last committed
         self._accesses: dict[str, tuple[int, float]] = {}
 
     # ------------------------------------------------------------------ recovery
@@ -169,15 +170,16 @@ class ProjectMemory:
         return p.RememberResult(id=existing.id, duplicate=True, status=status)
 
     def _detect_conflicts(self, entry: p.Entry, now: float) -> None:
-        """Look for contradictions among the entries most similar to a new one. Uses the index
-        as last committed (no forced commit on every write): an entry written in the same
-        second may be missed here, and is caught when the other side is checked later."""
+        """Look for contradictions among the entries most similar to a new one: the index as
+        last committed (no forced commit on every write) plus the entries added since."""
         terms = dict.fromkeys(retrieval.keywords(entry.content), 1.0)
         hits = self.index.retrieve(
             terms, archived=False, active_files=(), config=_CONFLICT_SCAN, scan=20
         )
-        ids = hits.ids([c.ref for c in hits.candidates])
-        others = list(self.store.get_many([i for i in ids if i != entry.id]).values())
+        ids = dict.fromkeys([*hits.ids([c.ref for c in hits.candidates]), *self._unindexed])
+        ids.pop(entry.id, None)
+        self._unindexed.append(entry.id)
+        others = list(self.store.get_many(list(ids)).values())
         for other_id in conflicts.detect(entry, others):
             self.commit(ConflictDetected(other_id, entry.id, "contradictory", now))
 
@@ -337,6 +339,7 @@ class ProjectMemory:
 
     def sync_index(self) -> None:
         if self._index_dirty:
+            self._unindexed.clear()
             self.index.sync(self.store)
             self.store.prune_changes(self.index.applied_seq)
             self._index_dirty = False

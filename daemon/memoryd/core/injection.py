@@ -33,7 +33,7 @@ def build(
     lines = {tier: [formatting.item(fmt, it) for it in items.get(tier, ())] for tier in TIERS}
     if budget <= overhead:
         return Payload(text="", tokens=0, budget=budget, tiers=dict.fromkeys(TIERS, 0), ids=[])
-    costs = {tier: [counter(line) for line in lines[tier]] for tier in TIERS}
+    costs: dict[str, Sequence[int]] = {t: [counter(line) for line in lines[t]] for t in TIERS}
     packed = pack(budget - overhead, costs)
     chosen = {tier: [lines[tier][i] for i in packed.chosen[tier]] for tier in TIERS}
     text = formatting.frame(fmt, chosen)

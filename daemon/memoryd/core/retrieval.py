@@ -89,16 +89,18 @@ class NoOpReranker:
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 STOP_WORDS = frozenset(
-    """a about an and any are as at be been but by can could did do does for from had has have
-    how i if in into is it its just me my no not of on or our please should so some than that
-    the their them then there these they this those to us was we were what when where which who
-    why will with would you your""".split()
+    """a about all also an and any are as at be been before but by can could did do does doing
+    for from get got had has have how i if in into is it its just let me my need no not now of
+    on or our please should so some tell than that the their them then there these they this
+    those to us use using want was way we were what when where which who why will with would
+    you your""".split()
 )
 
 
 def keywords(text: str) -> list[str]:
     """Lowercased word tokens minus stop words, in first-seen order, without repeats."""
-    words = (w for w in _TOKEN.findall(text.lower()) if w not in STOP_WORDS and len(w) <= 40)
+    # One-letter words are noise (the "s" of "customer's" would match every possessive).
+    words = (w for w in _TOKEN.findall(text.lower()) if w not in STOP_WORDS and 1 < len(w) <= 40)
     return list(dict.fromkeys(words))
 
 
@@ -129,13 +131,21 @@ def expand(
         for synonym in synonyms:
             reverse.setdefault(synonym, []).append(head)
     for word in words:
-        related = [*aliases.get(word, ()), *reverse.get(word, ())]
-        for head in reverse.get(word, ()):
+        forms = _forms(word)
+        related = [t for f in forms for t in (*aliases.get(f, ()), *reverse.get(f, ()))]
+        for head in (h for f in forms for h in reverse.get(f, ())):
             related.extend(aliases.get(head, ()))
         for term in related:
             for part in keywords(term):
                 terms.setdefault(part, weight)
     return terms
+
+
+def _forms(word: str) -> tuple[str, ...]:
+    """The word and its plain singular, so "deploys" finds the alias of "deploy"."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return (word, word[:-1])
+    return (word,)
 
 
 # --------------------------------------------------------------------------- factors

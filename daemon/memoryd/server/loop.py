@@ -19,6 +19,7 @@ from memoryd.core.errors import MemorydError
 from memoryd.server.handlers import HANDLERS, MUTATING, DaemonContext, Parked
 
 DRAIN_BATCH = 64
+CLOSE_LINGER_MS = 1000
 KNOWN_OPS = frozenset(str(t.__struct_config__.tag) for t in p.REQUEST_TYPES)
 
 
@@ -58,6 +59,7 @@ class Server:
         self.mailbox = zctx.socket(zmq.PULL)
         self.mailbox.setsockopt(zmq.LINGER, 0)
         self.mailbox.bind(messages.INTERNAL_ENDPOINT)
+        self._disconnects: zmq.Socket[Any] | None = None
         self._sig_r, self._sig_w = socket.socketpair()
         self._sig_r.setblocking(False)
         self._sig_w.setblocking(False)
@@ -280,7 +282,19 @@ class Server:
             self._reply(item.envelope, reply, item.request.project, item.started, tag)
         self._parked = waiting
 
+    def watch_disconnects(self) -> None:
+        """Start watching for clients leaving, before the reply to a ``shutdown`` is sent.
+
+        A client with IMMEDIATE=1 drops a reply still unread in its pipe when the daemon's end
+        closes first, so ``close`` waits (briefly, on this event) for that client to go."""
+        if self._disconnects is None:
+            self._disconnects = self.router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
     def close(self) -> None:
+        if self._disconnects is not None:
+            self._disconnects.poll(CLOSE_LINGER_MS)
+            self.router.disable_monitor()
+            self._disconnects.close(linger=0)
         for item in self._parked:
             self._reply(
                 item.envelope,
@@ -289,7 +303,8 @@ class Server:
                 item.started,
             )
         self._parked = []
-        self.router.close(linger=0)
+        # Let replies already queued (the answer to a `shutdown` request among them) leave.
+        self.router.close(linger=CLOSE_LINGER_MS)
         self.mailbox.close(linger=0)
         self._sig_r.close()
         self._sig_w.close()

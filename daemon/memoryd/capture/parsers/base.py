@@ -40,8 +40,9 @@ def decode_object(line: bytes, state: ParserState) -> dict[str, Any] | None:
     state.stats.records += 1
     try:
         value = msgspec.json.decode(line)
-    except (msgspec.MsgspecError, RecursionError):
-        # RecursionError: msgspec raises it, not DecodeError, for absurdly deep nesting.
+    except (msgspec.MsgspecError, RecursionError, UnicodeError):
+        # msgspec raises RecursionError for absurdly deep nesting and UnicodeDecodeError for
+        # invalid UTF-8 inside a string, not DecodeError.
         value = None
     if not isinstance(value, dict):
         state.stats.malformed += 1

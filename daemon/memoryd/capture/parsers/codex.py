@@ -229,7 +229,7 @@ def _arguments(raw: object) -> dict[str, Any]:
         return {}
     try:
         value = msgspec.json.decode(raw)
-    except (msgspec.MsgspecError, RecursionError):
+    except (msgspec.MsgspecError, RecursionError, UnicodeError):
         value = None
     return value if isinstance(value, dict) else {"arguments": raw}
 
