@@ -43,11 +43,17 @@ class Env:
         return Path(self.vars["XDG_DATA_HOME"]) / "memoryd"
 
     @property
+    def home(self) -> Path:
+        return Path(self.vars["HOME"])
+
+    @property
     def state(self) -> Path:
         return Path(self.vars["XDG_STATE_HOME"]) / "memoryd"
 
     def environ(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "XDG_"))}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "XDG_", "HOME"))
+        }
         env.update(self.vars)
         return env
 
@@ -62,6 +68,12 @@ def make_env(root: Path) -> Env:
     env.vars["XDG_RUNTIME_DIR"] = str(run)
     env.vars["MEMORYD_SOCKET"] = str(run / "memoryd" / "memoryd.sock")
     env.vars["MEMORYD_JOBS__INDEX_COMMIT_S"] = "1"
+    # A private home: the default capture roots (~/.claude/projects, …) point inside it, so no
+    # test ever reads a developer's real transcripts.
+    env.vars["HOME"] = str(root / "home")
+    # As on a machine where the agents are installed: their transcript folders exist.
+    for folder in (".claude/projects", ".codex/sessions", ".gemini/tmp"):
+        (root / "home" / folder).mkdir(parents=True)
     env.project.mkdir()
     (env.project / ".git").mkdir()
     return env

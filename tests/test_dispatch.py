@@ -43,5 +43,9 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "alias_add",
         "alias_list",
         "alias_remove",
+        "hook",
+        "auto",
+        "preset",
+        "episodes",
     }
     assert set(tags) == spec_ops

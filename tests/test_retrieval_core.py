@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from memctl.protocol import Source
 from memoryd.core import conflicts, retrieval
@@ -336,3 +338,46 @@ def test_file_affinity_lifts_the_entry_near_an_active_file(indexed) -> None:
     # Shares a directory with the active file → × 1.3; the region entry otherwise ties.
     assert _first(index, store, "cache keys identifier", files=("src/cache/ttl.py",)) == with_file
     assert _first(index, store, "region cache keys", files=("src/cache/keys.py",)) == with_file
+
+
+candidates = st.lists(
+    st.builds(
+        cand,
+        ref=st.uuids().map(str),
+        bm25=st.floats(min_value=0.01, max_value=50),
+        category=st.sampled_from(list(CFG.category_weights)),
+        status=st.sampled_from(["candidate", "confirmed", "pinned"]),
+        updated_at=st.floats(min_value=NOW - 400 * DAY, max_value=NOW),
+        access_count=st.integers(min_value=0, max_value=30),
+        session=st.sampled_from([None, "s1", "s2", "s3"]),
+        file_match=st.booleans(),
+    ),
+    max_size=60,
+)
+
+
+@given(candidates, st.integers(min_value=1, max_value=20))
+def test_early_termination_keeps_exactly_the_full_ranking(cands, k) -> None:
+    # Equal scores may come out in either order; the property is about which entries survive.
+    assume(len({retrieval.score(c, NOW, CFG) for c in cands}) == len(cands))
+    fast = retrieval.rank("q", cands, now=NOW, config=CFG, top_k=k, limit=k)
+
+    full = sorted((retrieval.score(c, NOW, CFG), c.ref) for c in cands)[::-1][:k]
+    threshold = full[0][0] * CFG.relative_threshold if full else 0
+    assert [s.score for s in fast][: len(fast)] == sorted([s.score for s in fast], reverse=True)
+    # Every result of the fast path is among the true top k by score, and nothing in the
+    # true top k above the threshold is missing except by the per-session cap.
+    top = {ref for _, ref in full}
+    assert {s.candidate.ref for s in fast} <= top
+    kept_sessions: dict[str, int] = {}
+    expected = []
+    for score_value, ref in full:
+        if score_value < threshold:
+            continue
+        c = next(c for c in cands if c.ref == ref)
+        if c.session is not None:
+            kept_sessions[c.session] = kept_sessions.get(c.session, 0) + 1
+            if kept_sessions[c.session] > CFG.max_per_session:
+                continue
+        expected.append(ref)
+    assert [s.candidate.ref for s in fast] == expected

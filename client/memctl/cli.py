@@ -146,6 +146,20 @@ def cmd_alias(s: Session) -> None:
         s.emit(s.call(protocol.AliasList()), render.aliases)
 
 
+def cmd_auto(s: Session) -> None:
+    enabled = None if s.args.state is None else s.args.state == "on"
+    s.emit(s.call(protocol.Auto(enabled=enabled)), render.auto)
+
+
+def cmd_config(s: Session) -> None:
+    s.emit(s.call(protocol.Preset(name=s.args.preset)), render.auto)
+
+
+def cmd_episodes(s: Session) -> None:
+    result = s.call(protocol.Episodes(query=s.args.query or "", limit=s.args.limit))
+    s.emit(result, render.episodes)
+
+
 def cmd_list(s: Session) -> None:
     a = s.args
     request = protocol.ListEntries(
@@ -283,6 +297,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["add", "list", "remove"])
     p.add_argument("term", nargs="?")
     p.add_argument("synonyms", nargs="*")
+    p = add("auto", cmd_auto, "show, or turn on/off, learning from this project's transcripts")
+    p.add_argument("state", nargs="?", choices=["on", "off"])
+    p = add("config", cmd_config, "show or set the promotion preset")
+    p.add_argument("preset", nargs="?", choices=["conservative", "balanced", "aggressive"])
+    p = add("episodes", cmd_episodes, "recent session episodes")
+    p.add_argument("query", nargs="?")
+    p.add_argument("--limit", type=int, default=20)
     p = add("list", cmd_list, "list entries")
     p.add_argument("category", nargs="?", choices=categories)
     p.add_argument("--status", choices=statuses)
@@ -303,7 +324,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", type=int, default=20)
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     add("check", cmd_check, "verify database, audit chain and index")
+    agents = list(get_args(protocol.Agent))
+    p = add("hook", _lazy("memctl.hook", "run"), "answer an agent hook: its JSON on stdin")
+    p.add_argument("--agent", choices=agents, help="the agent (default: guessed from the JSON)")
+    p.add_argument("--event", help="the event (default: the JSON's hook_event_name)")
+    p = add("install-hooks", _lazy("memctl.install_hooks", "run"), "add memctl hooks to an agent")
+    p.add_argument("agent", choices=agents)
+    p.add_argument("--scope", choices=["user", "project"], default="user")
+    p.add_argument("--uninstall", action="store_true", help="remove memctl's hooks instead")
+    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     return parser
+
+
+def _lazy(module: str, name: str) -> Callable[[Session], None]:
+    """A command whose module is imported only when it runs, off every other command's path."""
+
+    def command(s: Session) -> None:
+        import importlib
+
+        getattr(importlib.import_module(module), name)(s)
+
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:

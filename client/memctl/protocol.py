@@ -183,6 +183,46 @@ class AliasRemove(Request, tag="alias_remove"):
     term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 
 
+Agent = Literal["claude", "codex", "gemini"]
+HookKind = Literal["session_start", "prompt", "pre_compact", "session_end"]
+
+
+class Hook(Request, tag="hook"):
+    """An agent hook event (SPEC §12), already translated by ``memctl hook`` from the agent's own
+    JSON: session start, a user prompt, a compaction about to happen, or the end of a session."""
+
+    agent: Agent
+    event: HookKind
+    session_id: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    transcript_path: PathText | None = None
+    prompt: Annotated[str, msgspec.Meta(max_length=262_144)] = ""
+    source: Annotated[str, msgspec.Meta(max_length=64)] | None = (
+        None  # startup|resume|clear|compact
+    )
+    remaining_context: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+
+
+class Auto(Request, tag="auto"):
+    """Show whether memoryd learns from this project's transcripts, or turn it on or off."""
+
+    enabled: bool | None = None
+
+
+class Preset(Request, tag="preset"):
+    """Show or set how eagerly captured findings are promoted: conservative, balanced,
+    aggressive."""
+
+    name: Literal["conservative", "balanced", "aggressive"] | None = None
+
+
+class Episodes(Request, tag="episodes"):
+    """List recent session episodes, optionally those whose text contains QUERY."""
+
+    query: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+    limit: Limit = 20
+
+
 class ListEntries(Request, tag="list"):
     """List entries, optionally by category and status."""
 
@@ -262,6 +302,10 @@ AnyRequest = (
     | AliasAdd
     | AliasList
     | AliasRemove
+    | Hook
+    | Auto
+    | Preset
+    | Episodes
 )
 REQUEST_TYPES: tuple[type[Request], ...] = (
     Hello,
@@ -282,6 +326,10 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     AliasAdd,
     AliasList,
     AliasRemove,
+    Hook,
+    Auto,
+    Preset,
+    Episodes,
 )
 
 
@@ -339,6 +387,7 @@ class StatusResult(msgspec.Struct, kw_only=True):
     project: ProjectInfo | None
     slo: SloInfo
     errors: list[BackgroundError]
+    capture: dict[str, Any] = {}
 
 
 class RememberResult(msgspec.Struct, kw_only=True):
@@ -348,6 +397,9 @@ class RememberResult(msgspec.Struct, kw_only=True):
 
 
 class ScoredEntry(msgspec.Struct, kw_only=True):
+    """A search result: an entry of project memory, or a finding of a session not promoted
+    yet (``kind`` "finding", status "candidate")."""
+
     id: str
     content: str
     category: Category
@@ -357,6 +409,8 @@ class ScoredEntry(msgspec.Struct, kw_only=True):
     tags: tuple[str, ...] = ()
     file_paths: tuple[str, ...] = ()
     archived: bool = False
+    kind: Literal["entry", "finding"] = "entry"
+    session_id: str | None = None
 
 
 class SearchResult(msgspec.Struct, kw_only=True):
@@ -373,6 +427,42 @@ class InjectResult(msgspec.Struct, kw_only=True):
     text: str
     tokens: TokenInfo
     entries: list[str]
+
+
+class HookResult(msgspec.Struct, kw_only=True):
+    """``text`` is the payload to hand the agent ("" for nothing); ``remembered`` the ids of
+    entries a ``remember:`` in the prompt created; ``finalized`` whether a session was closed."""
+
+    text: str = ""
+    entries: list[str] = []
+    remembered: list[str] = []
+    finalized: bool = False
+
+
+class AutoResult(msgspec.Struct, kw_only=True):
+    enabled: bool
+    preset: str
+
+
+class EpisodeInfo(msgspec.Struct, kw_only=True):
+    id: str
+    session_id: str
+    agent: str
+    title: str
+    goal: str
+    decisions: list[str]
+    outcome: str
+    files: list[str]
+    turns: int
+    tool_calls: int
+    errors: int
+    started_at: float | None
+    ended_at: float | None
+    tags: list[str]
+
+
+class EpisodesResult(msgspec.Struct, kw_only=True):
+    episodes: list[EpisodeInfo]
 
 
 class BudgetResult(msgspec.Struct, kw_only=True):

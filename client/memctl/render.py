@@ -91,3 +91,17 @@ def aliases(r: dict[str, Any]) -> str:
     return "\n".join(
         f"{a['term']} → {', '.join(a['synonyms'])}  [{a['source']}]" for a in r["aliases"]
     )
+
+
+def auto(r: dict[str, Any]) -> str:
+    state = "on" if r["enabled"] else "off"
+    return f"auto-memory {state}, promotion preset {r['preset']}"
+
+
+def episodes(r: dict[str, Any]) -> str:
+    if not r["episodes"]:
+        return "no episodes"
+    return "\n".join(
+        f"{e['id'][:8]}  [{e['agent']}] {e['title']} ({e['turns']} turns, {len(e['files'])} files)"
+        for e in r["episodes"]
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,9 @@ from memctl import __version__, paths
 from memctl import protocol as p
 from memoryd import config, logs, messages, runtime
 from memoryd.background import BackgroundErrors
+from memoryd.capture.service import CaptureService
+from memoryd.capture.watcher import TranscriptWatcher, WatchRoot
+from memoryd.core.extraction_rules import DEFAULT_RULES, load_user_rules
 from memoryd.core.slo import SloMonitor
 from memoryd.jobs import Jobs
 from memoryd.recall import Recall
@@ -31,6 +35,7 @@ class Daemon:
         self.server: Server | None = None
         self.jobs: Jobs | None = None
         self.registry: ProjectRegistry | None = None
+        self.capture: CaptureService | None = None
 
     def run(self) -> int:
         started = time.monotonic()
@@ -66,7 +71,9 @@ class Daemon:
                 default_ceiling=self.settings.retrieval.budget_ceiling,
                 log=self.log,
             )
-            context = DaemonContext(self.registry, errors, endpoint, self._request_stop, recall)
+            self.capture = self._capture(errors)
+            context = DaemonContext(self.registry, errors, endpoint, self._request_stop, recall,
+                                    self.capture)  # fmt: skip
             self.server = Server(
                 zctx,
                 context,
@@ -86,6 +93,9 @@ class Daemon:
             self.jobs = Jobs(zctx, index_commit_s=self.settings.jobs.index_commit_s)
             self.jobs.start()
             stack.callback(self.jobs.shutdown)
+            if self.capture is not None:
+                stack.callback(self.capture.save_cursors)
+                stack.enter_context(self._watching(zctx))
 
             runtime.notify_systemd("READY=1")
             ready_ms = round((time.monotonic() - started) * 1000, 1)
@@ -103,6 +113,43 @@ class Daemon:
         self.log.info("stopped")
         return 0
 
+    def _capture(self, errors: BackgroundErrors) -> CaptureService | None:
+        settings = self.settings.capture
+        if not settings.enabled:
+            return None
+        assert self.registry is not None
+        return CaptureService(
+            self.registry,
+            errors,
+            cursor_file=config.state_dir() / "capture-cursors.json",
+            rules=(*DEFAULT_RULES, *load_user_rules(settings.rules)),
+            checkpoint_every=settings.checkpoint_every,
+            idle_minutes=settings.idle_minutes,
+            default_preset=settings.preset,
+            log=self.log,
+        )
+
+    @contextlib.contextmanager
+    def _watching(self, zctx: zmq.Context[Any]) -> Iterator[None]:
+        """The watcher thread only posts file names; the owner thread reads them. Files changed
+        while the daemon was down are queued the same way, after the socket is already up."""
+        settings = self.settings.capture
+        roots = [WatchRoot(os.path.expanduser(r.path), r.agent) for r in settings.roots]
+
+        def changed(path: str) -> None:
+            messages.post(zctx, messages.FileChanged(path))
+
+        watcher = TranscriptWatcher(roots, changed, debounce_s=settings.debounce_s)
+        watcher.start()
+        if watcher.missing_roots:
+            self.log.info("capture_roots_missing", roots=watcher.missing_roots)
+        for path in watcher.scan(settings.backfill_days, time.time()):
+            messages.post(zctx, messages.FileChanged(path))
+        try:
+            yield
+        finally:
+            watcher.stop()
+
     def _request_stop(self, reason: str) -> None:
         if self.server is not None and not self.server.stopping:
             self.log.info("stopping", reason=reason)
@@ -116,11 +163,23 @@ class Daemon:
                 self._request_stop(reason)
             case messages.ReloadRequested():
                 self._reload()
+            case messages.FileChanged(path=path):
+                if self.capture is not None:
+                    self.capture.file_changed(path)
             case messages.Tick(job="index_commit"):
                 assert self.registry is not None
                 for project in self.registry.opened():
                     project.flush_accesses()
                     project.sync_index()
+                if self.capture is not None:
+                    self.capture.save_cursors()
+            case messages.Tick(job="capture_idle"):
+                if self.capture is not None:
+                    self.capture.finalize_idle()
+            case messages.Tick(job="quarantine"):
+                assert self.registry is not None
+                for project in self.registry.opened():
+                    project.review_quarantine(time.time())
             case messages.Tick(job=job):
                 self.log.warning("unknown_job", job=job)
 

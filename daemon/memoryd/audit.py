@@ -57,22 +57,19 @@ class AuditJournal:
 
     def _recover(self) -> tuple[int, str, int]:
         """Load the tail state; a torn last line (the daemon died mid-write, before the fsync that
-        would have acknowledged it) is moved to ``audit.jsonl.torn`` and cut off."""
+        would have acknowledged it) is moved to ``audit.jsonl.torn`` and cut off. Only the tail is
+        decoded: the journal can hold large import events, and start-up must stay fast."""
         if not self.path.exists():
             return 0, audit_chain.GENESIS, 0
         data = self.path.read_bytes()
-        good_end, last_seq, last_hash, count = 0, 0, audit_chain.GENESIS, 0
-        pos = 0
-        while pos < len(data):
-            nl = data.find(b"\n", pos)
-            if nl < 0:
+        good_end = len(data) if data.endswith(b"\n") else data.rfind(b"\n") + 1
+        last: tuple[int, str] | None = None
+        while good_end > 0:
+            start = data.rfind(b"\n", 0, good_end - 1) + 1
+            last = self._last_link(data[start : good_end - 1])
+            if last is not None:
                 break
-            try:
-                body, digest = audit_chain.unseal(data[pos:nl])
-                last_seq = _record_decoder.decode(body).seq
-            except (audit_chain.ChainError, msgspec.DecodeError, msgspec.ValidationError):
-                break
-            last_hash, count, good_end, pos = digest, count + 1, nl + 1, nl + 1
+            good_end = start  # a line that does not verify is torn too
         if good_end < len(data):
             self.torn_bytes = len(data) - good_end
             with open(self.path.with_name(self.path.name + ".torn"), "ab") as torn:
@@ -80,7 +77,17 @@ class AuditJournal:
             with open(self.path, "rb+") as fh:
                 fh.truncate(good_end)
                 os.fsync(fh.fileno())
-        return last_seq, last_hash, count
+        if last is None:
+            return 0, audit_chain.GENESIS, 0
+        return last[0], last[1], data.count(b"\n", 0, good_end)
+
+    @staticmethod
+    def _last_link(line: bytes) -> tuple[int, str] | None:
+        try:
+            body, digest = audit_chain.unseal(line)
+            return _record_decoder.decode(body).seq, digest
+        except (audit_chain.ChainError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
 
     def append(self, event: Event) -> int:
         """Journal ``event`` durably and return its sequence number."""
@@ -100,6 +107,8 @@ class AuditJournal:
         return self.path.read_bytes().splitlines()
 
     def events_after(self, seq: int) -> Iterator[tuple[int, Event]]:
+        if seq >= self.last_seq:
+            return  # nothing newer: skip reading the file at all
         for line in self._lines():
             body, _ = audit_chain.unseal(line)
             record = _record_decoder.decode(body)

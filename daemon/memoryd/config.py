@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from memoryd.core.budget import DEFAULT_CEILING
+from memoryd.core.extraction_rules import load_user_rules
 from memoryd.core.retrieval import RetrievalConfig
 
 
@@ -155,6 +156,45 @@ class SloSettings(_Section):
     min_samples: int = Field(5, ge=1, description="No decision with fewer samples than this.")
 
 
+class CaptureRoot(_Section):
+    path: str
+    agent: Literal["claude", "codex", "gemini"]
+
+
+_DEFAULT_ROOTS = [
+    CaptureRoot(path="~/.claude/projects", agent="claude"),
+    CaptureRoot(path="~/.codex/sessions", agent="codex"),
+    CaptureRoot(path="~/.gemini/tmp", agent="gemini"),
+]
+
+
+class CaptureSettings(_Section):
+    enabled: bool = Field(True, description="Watch agent transcripts and learn from them.")
+    roots: list[CaptureRoot] = Field(
+        _DEFAULT_ROOTS, description="Transcript folders to watch, each with its agent."
+    )
+    debounce_s: float = Field(0.25, gt=0, le=60, description="Quiet time before a file is read.")
+    backfill_days: float = Field(
+        14, ge=0, description="At start, read transcripts changed within this many days."
+    )
+    idle_minutes: float = Field(
+        30, gt=0, description="A session with no new line for this long is finalized."
+    )
+    checkpoint_every: int = Field(10, ge=1, description="Messages between session checkpoints.")
+    preset: Literal["conservative", "balanced", "aggressive"] = Field(
+        "balanced", description="Promotion preset for projects that chose none (memctl config)."
+    )
+    rules: list[dict[str, Any]] = Field(
+        [], description="Extra extraction rules, in the schema of the built-in ones."
+    )
+
+    @field_validator("rules")
+    @classmethod
+    def _rules_load(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        load_user_rules(rules)  # raises ValueError naming the bad rule
+        return rules
+
+
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Least severe level written to the log."
@@ -174,6 +214,7 @@ class Settings(BaseSettings):
     jobs: JobsSettings = JobsSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     slo: SloSettings = SloSettings()
+    capture: CaptureSettings = CaptureSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @classmethod
@@ -222,6 +263,10 @@ def state_dir() -> Path:
 
 
 def _toml_value(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, bool):

@@ -21,12 +21,14 @@ import tantivy
 
 from memctl.protocol import Entry
 from memoryd.core.entries import CATEGORIES, STATUSES
+from memoryd.core.findings import SessionFinding
 from memoryd.core.retrieval import Candidate, RetrievalConfig
 from memoryd.store.base import Store
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+FINDING_PREFIX = "f:"
 FIELD_BOOSTS = {"content": 2.0, "tags": 1.5, "file_paths": 1.2, "category": 1.0}
 # Content and tags are stemmed ("deploys" finds "deploy"); the same analyzer runs on queries.
 STEMMED_FIELDS = frozenset({"content", "tags"})
@@ -34,6 +36,7 @@ ANALYZER = "memoryd_en"
 # Prefix and typo matches run on the unstemmed words and tantivy scores them flat: a boost in
 # the range of an ordinary BM25 match lets a typo query still reach its entry.
 LOOSE_MATCH_BOOST = 2.0
+REBUILD_ABOVE = 20_000
 CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
 STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
 
@@ -59,6 +62,7 @@ def stem(word: str) -> str:
 def _schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("id", stored=True, tokenizer_name="raw")
+    sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")  # entry | finding
     sb.add_text_field("content", tokenizer_name=ANALYZER)
     sb.add_text_field("content_raw", index_option="basic")  # unstemmed words, for loose matches
     sb.add_text_field("tags", tokenizer_name=ANALYZER)
@@ -152,9 +156,34 @@ class SearchIndex:
             return -1
         return int(meta["seq"][0])
 
+    def _finding_document(self, f: SessionFinding, promoted: bool) -> tantivy.Document:
+        """A finding of session memory, searchable before promotion; once promoted, its entry
+        stands for it and the finding drops out of searches (indexed as archived)."""
+        doc = tantivy.Document(
+            id=FINDING_PREFIX + f.id,
+            kind="finding",
+            content=f.content,
+            content_raw=f.content,
+            tags=" ".join(f.tags),
+            file_paths=" ".join(f.file_paths),
+            category=f.category.replace("_", " "),
+            archived=int(promoted),
+            category_code=CATEGORY_CODES[f.category],
+            status_code=STATUS_CODES["candidate"],
+            updated_at=0.0,
+            access_count=0,
+            session_key=session_key(f.session_id),
+        )
+        for path in f.file_paths:
+            doc.add_text("paths_exact", path)
+            for directory in directories(path):
+                doc.add_text("dirs", directory)
+        return doc
+
     def _document(self, entry: Entry) -> tantivy.Document:
         doc = tantivy.Document(
             id=entry.id,
+            kind="entry",
             content=entry.content,
             content_raw=entry.content,
             tags=" ".join(entry.tags),
@@ -205,11 +234,19 @@ class SearchIndex:
         if self.applied_seq == store_seq:
             return 0
         ids, seq = store.changed_since(self.applied_seq)
-        entries = store.get_many(ids)
-        for entry_id in ids:
-            self._writer.delete_documents_by_term("id", entry_id)
-            if entry_id in entries:
-                self._writer.add_document(self._document(entries[entry_id]))
+        if len(ids) > REBUILD_ABOVE:
+            # Past this, deleting and re-adding one by one is slower than starting over.
+            return self.rebuild(store)
+        entries = store.get_many([i for i in ids if not i.startswith(FINDING_PREFIX)])
+        finding_ids = [i[len(FINDING_PREFIX) :] for i in ids if i.startswith(FINDING_PREFIX)]
+        findings = store.get_findings(finding_ids) if finding_ids else {}
+        promoted = store.promoted_findings(finding_ids) if finding_ids else set()
+        for doc_id in ids:
+            self._writer.delete_documents_by_term("id", doc_id)
+            if doc_id in entries:
+                self._writer.add_document(self._document(entries[doc_id]))
+            elif (f := findings.get(doc_id[len(FINDING_PREFIX) :])) is not None:
+                self._writer.add_document(self._finding_document(f, f.id in promoted))
         self._commit(seq)
         return len(ids)
 
@@ -220,6 +257,10 @@ class SearchIndex:
         for entry in store.iter_all():
             self._writer.add_document(self._document(entry))
             count += 1
+        findings = list(store.iter_findings())
+        promoted = store.promoted_findings([f.id for f in findings]) if findings else set()
+        for finding in findings:
+            self._writer.add_document(self._finding_document(finding, finding.id in promoted))
         self._commit(store.change_seq())
         self.last_rebuild_s = time.monotonic() - started
         return count
@@ -232,13 +273,14 @@ class SearchIndex:
         active_files: Sequence[str],
         config: RetrievalConfig,
         scan: int,
+        findings: bool = False,
     ) -> Hits:
         """BM25 with field boosts over weighted terms, plus prefix and fuzzy matches, limited to
         ``scan`` candidates, each with the metadata the pipeline scores on."""
         searcher = self._index.searcher()
         if not terms:
             return Hits(searcher, [])
-        query = self._query(terms, archived, config)
+        query = self._query(terms, archived, config, findings)
         hits = searcher.search(query, scan, count=False).hits
         addrs = [addr for _, addr in hits]
         if not addrs:
@@ -278,7 +320,7 @@ class SearchIndex:
         return Hits(searcher, candidates)
 
     def _query(
-        self, terms: Mapping[str, float], archived: bool, config: RetrievalConfig
+        self, terms: Mapping[str, float], archived: bool, config: RetrievalConfig, findings: bool
     ) -> tantivy.Query:
         Q, Occur = tantivy.Query, tantivy.Occur
         should = []
@@ -297,9 +339,11 @@ class SearchIndex:
         archived_filter = Q.const_score_query(
             Q.term_query(self._schema, "archived", int(archived)), 0.0
         )
-        return Q.boolean_query(
-            [(Occur.Must, Q.boolean_query(should)), (Occur.Must, archived_filter)]
-        )
+        clauses = [(Occur.Must, Q.boolean_query(should)), (Occur.Must, archived_filter)]
+        if not findings:
+            entries_only = Q.term_query(self._schema, "kind", "entry")
+            clauses.append((Occur.Must, Q.const_score_query(entries_only, 0.0)))
+        return Q.boolean_query(clauses)
 
     def _near_files(
         self, searcher: tantivy.Searcher, files: Sequence[str], archived: bool, scan: int

@@ -10,6 +10,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from memoryd import messages
 
+CAPTURE_IDLE_CHECK_S = 60.0
+QUARANTINE_CHECK_S = 3600.0
+
 
 class Jobs:
     def __init__(self, zctx: zmq.Context[Any], *, index_commit_s: float) -> None:

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+import zmq
 
 INTERNAL_ENDPOINT = "inproc://memoryd-internal"
 
@@ -14,6 +17,12 @@ class Tick(msgspec.Struct, tag="tick", frozen=True):
     job: str
 
 
+class FileChanged(msgspec.Struct, tag="file_changed", frozen=True):
+    """A watched transcript changed (sent by the watcher thread, debounced)."""
+
+    path: str
+
+
 class StopRequested(msgspec.Struct, tag="stop", frozen=True):
     reason: str
 
@@ -22,7 +31,19 @@ class ReloadRequested(msgspec.Struct, tag="reload", frozen=True):
     pass
 
 
-Internal = Tick | StopRequested | ReloadRequested
+Internal = Tick | FileChanged | StopRequested | ReloadRequested
 
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Internal).decode
+
+
+def post(zctx: zmq.Context[Any], message: Internal) -> None:
+    """Send ``message`` to the owner thread from any other thread. One short-lived PUSH socket
+    per call: zmq sockets must not be shared between threads, and inproc sockets are cheap."""
+    sock = zctx.socket(zmq.PUSH)
+    try:
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.connect(INTERNAL_ENDPOINT)
+        sock.send(encode(message))
+    finally:
+        sock.close()

@@ -30,6 +30,7 @@ from memoryd.core.events import (
     EntriesAccessed,
     EntriesForgotten,
     Event,
+    QuarantineReviewed,
     SettingChanged,
     plan_import,
     plan_pin,
@@ -37,6 +38,8 @@ from memoryd.core.events import (
     plan_unpin,
 )
 from memoryd.core.projects import slug as project_slug
+from memoryd.core.promotion import review_quarantine
+from memoryd.core.redaction import redact
 from memoryd.index import SearchIndex
 from memoryd.store.base import StoreCorrupt
 from memoryd.store.sqlite import SqliteStore
@@ -147,7 +150,8 @@ class ProjectMemory:
 
     def remember(self, req: p.Remember) -> p.RememberResult:
         now = self._clock()
-        content = core_entries.clean_content(req.content)
+        # Redaction before anything is stored (SPEC §6): a pasted key never reaches the disk.
+        content = core_entries.clean_content(redact(req.content).text)
         category = core_entries.resolve_category(req.category, req.section, content)
         candidate = core_entries.new_entry(
             entry_id=self._new_id(),
@@ -249,7 +253,7 @@ class ProjectMemory:
 
     def _import_candidate(self, raw: str, now: float) -> p.Entry:
         line = _import_decoder.decode(raw)
-        content = core_entries.clean_content(line.content)
+        content = core_entries.clean_content(redact(line.content).text)
         category = core_entries.resolve_category(line.category, line.section, content)
         created = (
             line.created_at if line.created_at is not None and 0 < line.created_at <= now else None
@@ -337,6 +341,18 @@ class ProjectMemory:
     def set_budget_ceiling(self, tokens: int) -> None:
         self.commit(SettingChanged("budget_ceiling", tokens or None))
 
+    def set_setting(self, key: str, value: int | str | bool | None) -> None:
+        if self.store.setting(key) != value:
+            self.commit(SettingChanged(key, value))
+
+    def review_quarantine(self, now: float) -> int:
+        """Candidates past 24 h: confirmed if accessed, otherwise importance × 0.8 (SPEC §7)."""
+        self.flush_accesses()
+        outcomes = review_quarantine(self.store.candidates_created_before(now - QUARANTINE_S), now)
+        if outcomes:
+            self.commit(QuarantineReviewed(tuple(outcomes)))
+        return len(outcomes)
+
     def sync_index(self) -> None:
         if self._index_dirty:
             self._unindexed.clear()
@@ -344,13 +360,13 @@ class ProjectMemory:
             self.store.prune_changes(self.index.applied_seq)
             self._index_dirty = False
 
-    def info(self, sessions: int = 0) -> p.ProjectInfo:
+    def info(self) -> p.ProjectInfo:
         state = self.index.state()
         return p.ProjectInfo(
             root=str(self.root),
             slug=self.slug,
             entries=self.store.counts(),
-            sessions=sessions,
+            sessions=self.store.session_count(),
             index={
                 "documents": state.documents,
                 "applied_seq": state.applied_seq,
@@ -365,7 +381,13 @@ class ProjectMemory:
         self.sync_index()
         state = self.index.state()
         active = self.store.counts()
-        total = active.candidate + active.confirmed + active.pinned + active.archived
+        total = (
+            active.candidate
+            + active.confirmed
+            + active.pinned
+            + active.archived
+            + self.store.finding_count()
+        )
         index = (
             "ok" if state.documents == total else f"{state.documents} documents for {total} entries"
         )
@@ -381,6 +403,7 @@ class ProjectMemory:
         self.journal.close()
 
 
+QUARANTINE_S = 24 * 3600
 _CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
 
 

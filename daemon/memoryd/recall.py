@@ -13,10 +13,14 @@ from typing import Any
 
 from memctl import protocol as p
 from memoryd.core import budget, conflicts, injection, retrieval
+from memoryd.core.findings import SessionFinding
 from memoryd.core.formatting import Item
 from memoryd.core.slo import SloMonitor
+from memoryd.index import FINDING_PREFIX
 from memoryd.project import ProjectMemory
 
+SESSION_FINDINGS = 20
+SUMMARY_EPISODES = 3
 DEGRADED_TOP_K = 5
 DEGRADED_SCAN = 100
 
@@ -49,7 +53,8 @@ class Recall:
         archived: bool,
         files: Sequence[str],
         limit: int,
-    ) -> list[tuple[p.Entry, float]]:
+        findings: bool = False,
+    ) -> list[tuple[p.Entry | SessionFinding, float]]:
         config = self.config
         top_k, scan = config.top_k, config.max_candidate_scan
         if self.slo.degraded:
@@ -57,8 +62,9 @@ class Recall:
         terms = retrieval.expand(retrieval.keywords(query), project.aliases(), config.alias_weight)
         project.sync_index()
         hits = project.index.retrieve(
-            terms, archived=archived, active_files=files, config=config, scan=scan
-        )
+            terms, archived=archived, active_files=files, config=config, scan=scan,
+            findings=findings,
+        )  # fmt: skip
         ranked = retrieval.rank(
             query,
             hits.candidates,
@@ -69,7 +75,12 @@ class Recall:
             limit=limit,
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
-        found = project.store.get_many(ids)
+        found: dict[str, p.Entry | SessionFinding] = {}
+        found.update(project.store.get_many([i for i in ids if not i.startswith(FINDING_PREFIX)]))
+        finding_ids = [i[len(FINDING_PREFIX) :] for i in ids if i.startswith(FINDING_PREFIX)]
+        if finding_ids:
+            by_id = project.store.get_findings(finding_ids)
+            found.update((FINDING_PREFIX + k, v) for k, v in by_id.items())
         return [(found[i], s.score) for i, s in zip(ids, ranked, strict=True) if i in found]
 
     def _timed(self, started: float) -> None:
@@ -83,23 +94,37 @@ class Recall:
     def search(self, project: ProjectMemory, req: p.Search) -> list[p.ScoredEntry]:
         started = time.perf_counter()
         ranked = self._ranked(
-            project, req.query, archived=req.archive, files=req.files, limit=req.k
-        )
+            project, req.query, archived=req.archive, files=req.files, limit=req.k,
+            findings=not req.archive,
+        )  # fmt: skip
         self._timed(started)
-        return [_scored(entry, score) for entry, score in ranked]
+        return [_scored(item, score) for item, score in ranked]
 
-    def inject(self, project: ProjectMemory, req: p.Inject) -> p.InjectResult:
+    def inject(
+        self,
+        project: ProjectMemory,
+        req: p.Inject,
+        *,
+        session_ids: Sequence[str] = (),
+        always_only: bool = False,
+    ) -> p.InjectResult:
+        """The payload for ``req``. ``session_ids`` are the sessions whose unpromoted findings
+        make the session bridge tier; ``always_only`` keeps just the always-inject tier (what
+        must survive a compaction)."""
         started = time.perf_counter()
         pinned = project.store.pinned(self.config.max_pinned)
         pinned_ids = {e.id for e in pinned}
-        relevant = self._relevant(project, req, exclude=pinned_ids)
-        items: dict[str, list[Item]] = {
-            "always": [_item(e) for e in pinned],
-            "session": [],
-            "retrieval": [_item(e) for e in relevant],
-            "summaries": [],
-        }
-        self._attach_conflicts(project, pinned, relevant, items)
+        items: dict[str, list[Item]] = {"always": [_item(e) for e in pinned]}
+        if not always_only:
+            relevant = self._relevant(project, req, exclude=pinned_ids)
+            items["retrieval"] = [_item(e) for e in relevant]
+            items["session"] = self._session_items(
+                project, [*session_ids, *([req.session] if req.session else [])]
+            )
+            items["summaries"] = [
+                _episode_item(ep) for ep in project.store.episodes(SUMMARY_EPISODES)
+            ]
+            self._attach_conflicts(project, pinned, relevant, items)
         ceiling = project.budget_ceiling(self.default_ceiling)
         total = budget.total_budget(ceiling, req.remaining_context)
         payload = injection.build(req.format, total, items)
@@ -111,13 +136,19 @@ class Recall:
             entries=payload.ids,
         )
 
+    def _session_items(self, project: ProjectMemory, session_ids: list[str]) -> list[Item]:
+        found = project.store.unpromoted_findings(
+            list(dict.fromkeys(session_ids)), SESSION_FINDINGS
+        )
+        return [Item(kind="finding", text=f.content, id=f.id, category=f.category) for f in found]
+
     def _relevant(self, project: ProjectMemory, req: p.Inject, exclude: set[str]) -> list[p.Entry]:
         limit = self.config.inject_top_n
         if req.query.strip():
             ranked = self._ranked(
                 project, req.query, archived=False, files=req.files, limit=limit + len(exclude)
             )
-            return [e for e, _ in ranked if e.id not in exclude][:limit]
+            return [e for e, _ in ranked if isinstance(e, p.Entry) and e.id not in exclude][:limit]
         # No prompt yet (session start): the most recently updated confirmed entries.
         recent, _ = project.store.list_entries(
             category=None, status="confirmed", archived=False, limit=limit, offset=0
@@ -148,6 +179,11 @@ class Recall:
                 items["retrieval"].append(Item(kind="conflict", text=marker))
 
 
+def _episode_item(ep: Any) -> Item:
+    text = f"{ep.title}: {ep.outcome}" if ep.outcome else ep.title
+    return Item(kind="episode", text=text, id=ep.id, category=ep.agent)
+
+
 def _item(entry: p.Entry) -> Item:
     return Item(
         kind="entry",
@@ -158,7 +194,13 @@ def _item(entry: p.Entry) -> Item:
     )
 
 
-def _scored(e: p.Entry, score: float) -> p.ScoredEntry:
+def _scored(e: p.Entry | SessionFinding, score: float) -> p.ScoredEntry:
+    if isinstance(e, SessionFinding):
+        return p.ScoredEntry(
+            id=e.id, content=e.content, category=e.category, status="candidate",
+            score=round(score, 4), importance=e.importance, tags=e.tags,
+            file_paths=e.file_paths, kind="finding", session_id=e.session_id,
+        )  # fmt: skip
     return p.ScoredEntry(
         id=e.id,
         content=e.content,

@@ -12,6 +12,8 @@ from typing import Literal
 import msgspec
 
 from memctl.protocol import Entry, Status
+from memoryd.core.findings import SessionFinding
+from memoryd.core.promotion import PromotionDecision, QuarantineOutcome
 
 
 class EntryAdded(msgspec.Struct, tag="entry_added", frozen=True):
@@ -73,6 +75,61 @@ class SettingChanged(msgspec.Struct, tag="setting_changed", frozen=True):
     value: int | str | bool | None
 
 
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A captured session: one transcript file, and where reading it has got to."""
+
+    id: str
+    agent: str
+    transcript_path: str
+    transcript_inode: int
+    transcript_offset: int
+    parent_session_id: str | None = None
+    created_at: float
+
+
+class FindingsRecorded(msgspec.Struct, tag="findings_recorded", frozen=True):
+    """A checkpoint of session memory: new or changed findings and the transcript cursor."""
+
+    session: SessionInfo
+    findings: tuple[SessionFinding, ...]
+
+
+class Episode(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    session_id: str
+    agent: str
+    title: str
+    goal: str
+    decisions: tuple[str, ...]
+    outcome: str
+    files: tuple[str, ...]
+    turns: int
+    tool_calls: int
+    errors: int
+    started_at: float | None
+    ended_at: float | None
+    tags: tuple[str, ...] = ("auto",)
+
+
+class SessionFinalized(msgspec.Struct, tag="session_finalized", frozen=True):
+    """A session ended: its episode, every promotion decision with its signals and points, and
+    the candidate entries promoted (SPEC §6, §7). Applied in one transaction."""
+
+    session_id: str
+    reason: str
+    finalized_at: float
+    episode: Episode
+    decisions: tuple[PromotionDecision, ...]
+    promoted: tuple[Entry, ...]
+    promoted_from: tuple[tuple[str, str], ...] = ()  # (finding id, entry id)
+
+
+class QuarantineReviewed(msgspec.Struct, tag="quarantine_reviewed", frozen=True):
+    """Candidates past their 24 h quarantine: confirmed, or penalised (absolute values)."""
+
+    outcomes: tuple[QuarantineOutcome, ...]
+
+
 Event = (
     EntryAdded
     | EntryReinforced
@@ -84,6 +141,9 @@ Event = (
     | AliasSet
     | AliasRemoved
     | SettingChanged
+    | FindingsRecorded
+    | SessionFinalized
+    | QuarantineReviewed
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1

@@ -7,9 +7,10 @@ a test can state what each one does.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 import msgspec
@@ -200,11 +201,8 @@ def rank(
 
     ``top_k`` and ``limit`` default to the config's ``top_k`` and ``inject_top_n``.
     """
-    scored = sorted(
-        (Scored(candidate=c, score=score(c, now, config)) for c in candidates),
-        key=lambda s: s.score,
-        reverse=True,
-    )
+    scored = sorted(_score_best(candidates, now, config, top_k or config.top_k),
+                    key=lambda s: s.score, reverse=True)  # fmt: skip
     if reranker is not None:
         scored = list(reranker.rerank(query, scored))
     scored = scored[: top_k or config.top_k]
@@ -213,6 +211,38 @@ def rank(
     floor = scored[0].score * config.relative_threshold
     kept = [s for s in scored if s.score >= floor]
     return diversify(kept, config.max_per_session)[: limit or config.inject_top_n]
+
+
+def max_multiplier(config: RetrievalConfig) -> float:
+    """The largest factor metadata can multiply a BM25 score by."""
+    return (
+        max(config.category_weights.values(), default=1.0)
+        * (1.0 + config.recency_amplitude)
+        * access_boost(config.access_boost_max_count, config)
+        * max(config.file_affinity, 1.0)
+        * max(config.status_boosts.values(), default=1.0)
+    )
+
+
+def _score_best(
+    candidates: Iterable[Candidate], now: float, config: RetrievalConfig, k: int
+) -> list[Scored]:
+    """Score candidates in falling BM25 order, stopping once none left can enter the top ``k``
+    (its BM25 times the largest possible multiplier is below the k-th score): the result is
+    exactly what scoring them all would keep, at a fraction of the cost."""
+    bound = max_multiplier(config)
+    best: list[float] = []  # min-heap of the k best scores so far
+    scored = []
+    for c in sorted(candidates, key=lambda c: c.bm25, reverse=True):
+        if len(best) >= k and c.bm25 * bound < best[0]:
+            break
+        s = score(c, now, config)
+        scored.append(Scored(candidate=c, score=s))
+        if len(best) < k:
+            heapq.heappush(best, s)
+        elif s > best[0]:
+            heapq.heapreplace(best, s)
+    return scored
 
 
 def diversify(scored: Sequence[Scored], max_per_session: int) -> list[Scored]:

@@ -8,6 +8,7 @@ wrong; the loop turns that into an ``Error`` reply. Each handler's docstring is 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ import msgspec
 from memctl import __version__
 from memctl import protocol as p
 from memoryd.background import BackgroundErrors
+from memoryd.capture.service import CaptureService
+from memoryd.core.findings import truncate
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 
@@ -29,6 +32,7 @@ class DaemonContext:
     endpoint: str
     request_stop: Callable[[str], None]
     recall: Recall
+    capture: CaptureService | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -58,6 +62,7 @@ def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
         project=project,
         slo=p.SloInfo(**msgspec.structs.asdict(ctx.recall.slo.state())),
         errors=ctx.errors.recent(),
+        capture=ctx.capture.status() if ctx.capture else {"enabled": False},
     )
 
 
@@ -152,6 +157,80 @@ def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
     return p.ShutdownResult(stopping=True)
 
 
+_FORMAT_OF = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
+_REMEMBER = re.compile(r"(?:^|\s)(?:#remember\b:?|remember:)\s*(.+)", re.IGNORECASE | re.DOTALL)
+
+
+def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
+    project = ctx.registry.get(req.project)
+    fmt = _FORMAT_OF[req.agent]
+    sessions = [req.session_id] if req.session_id else []
+    if ctx.capture is not None:
+        sessions += ctx.capture.live_sessions(project)
+    inject_req = p.Inject(format=fmt, query=req.prompt, remaining_context=req.remaining_context,  # type: ignore[arg-type]
+                          files=req.files)  # fmt: skip
+    match req.event:
+        case "session_end":
+            done = (
+                ctx.capture.finalize_session(project, req.transcript_path, req.agent)
+                if ctx.capture
+                else False
+            )
+            return p.HookResult(finalized=done)
+        case "pre_compact":
+            payload = ctx.recall.inject(project, inject_req, always_only=True)
+            return p.HookResult(text=payload.text, entries=payload.entries)
+        case "prompt":
+            remembered = _remember_from_prompt(project, req.prompt)
+            payload = ctx.recall.inject(project, inject_req, session_ids=sessions)
+            return p.HookResult(text=payload.text, entries=payload.entries, remembered=remembered)
+        case _:
+            payload = ctx.recall.inject(project, inject_req, session_ids=sessions)
+            return p.HookResult(text=payload.text, entries=payload.entries)
+
+
+def _remember_from_prompt(project: Any, prompt: str) -> list[str]:
+    """``remember: X`` (or ``#remember X``) in a prompt is the user asking to keep X."""
+    match = _REMEMBER.search(prompt)
+    if match is None or not match.group(1).strip():
+        return []
+    text = truncate(" ".join(match.group(1).split()))
+    return [project.remember(p.Remember(content=text, tags=["remember"])).id]
+
+
+def auto(ctx: DaemonContext, req: p.Auto) -> p.AutoResult:
+    project = ctx.registry.get(req.project)
+    if req.enabled is not None:
+        project.set_setting("auto_memory", req.enabled)
+    default = ctx.capture.default_preset if ctx.capture else "balanced"
+    return p.AutoResult(enabled=project.store.setting("auto_memory") != 0,
+                        preset=str(project.store.setting("preset") or default))  # fmt: skip
+
+
+def preset(ctx: DaemonContext, req: p.Preset) -> p.AutoResult:
+    project = ctx.registry.get(req.project)
+    if req.name is not None:
+        project.set_setting("preset", req.name)
+    return auto(ctx, p.Auto(project=req.project))
+
+
+def episodes(ctx: DaemonContext, req: p.Episodes) -> p.EpisodesResult:
+    project = ctx.registry.get(req.project)
+    found = project.store.episodes(10_000 if req.query else req.limit)
+    needle = req.query.lower()
+    if needle:
+        found = [
+            e
+            for e in found
+            if needle in f"{e.title} {e.goal} {e.outcome} {' '.join(e.decisions)}".lower()
+        ]
+    return p.EpisodesResult(
+        episodes=[
+            msgspec.convert(msgspec.to_builtins(e), p.EpisodeInfo) for e in found[: req.limit]
+        ]
+    )
+
+
 Handler = Callable[[DaemonContext, Any], Any]
 HANDLERS: dict[type[p.Request], Handler] = {
     p.Hello: hello,
@@ -172,10 +251,25 @@ HANDLERS: dict[type[p.Request], Handler] = {
     p.AliasAdd: alias_add,
     p.AliasList: alias_list,
     p.AliasRemove: alias_remove,
+    p.Hook: hook,
+    p.Auto: auto,
+    p.Preset: preset,
+    p.Episodes: episodes,
 }
 
 # Requests that change memory: their replies are cached by request id so a retry is answered
 # from the cache instead of being applied twice.
 MUTATING: frozenset[type[p.Request]] = frozenset(
-    {p.Remember, p.Forget, p.Pin, p.Unpin, p.Import, p.AliasAdd, p.AliasRemove, p.Budget}
+    {
+        p.Remember,
+        p.Forget,
+        p.Pin,
+        p.Unpin,
+        p.Import,
+        p.AliasAdd,
+        p.AliasRemove,
+        p.Budget,
+        p.Auto,
+        p.Preset,
+    }
 )

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from memctl.protocol import Category, Entry, EntryCounts, Status
-from memoryd.core.events import Event
+from memoryd.core.events import Episode, Event
+from memoryd.core.findings import SessionFinding
 
 
 class StoreCorrupt(RuntimeError):
@@ -85,6 +86,46 @@ class Store(Protocol):
 
     def setting(self, key: str) -> object:
         """A project setting's value, or None when unset."""
+        ...
+
+    # Session memory (SPEC §6): sessions, their findings, episodes.
+
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        """The session's transcript cursor and state, or None."""
+        ...
+
+    def session_count(self) -> int: ...
+
+    def finding_count(self) -> int: ...
+
+    def findings(self, session_id: str) -> list[SessionFinding]:
+        """A session's findings in transcript order."""
+        ...
+
+    def get_findings(self, ids: Sequence[str]) -> dict[str, SessionFinding]: ...
+
+    def iter_findings(self) -> Iterator[SessionFinding]: ...
+
+    def promoted_findings(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` have been promoted to entries."""
+        ...
+
+    def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
+        """Findings of these sessions not promoted yet, most important first (session tier)."""
+        ...
+
+    def spread(
+        self, fingerprints: Sequence[str]
+    ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """For each fingerprint, the sessions and the agents whose findings carry it."""
+        ...
+
+    def pinned_fingerprints(self) -> set[str]: ...
+
+    def candidates_created_before(self, cutoff: float) -> list[Entry]: ...
+
+    def episodes(self, limit: int, session_id: str | None = None) -> list[Episode]:
+        """Most recent first."""
         ...
 
     def integrity(self) -> str:

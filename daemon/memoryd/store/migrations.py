@@ -94,7 +94,22 @@ CREATE TABLE notes (id TEXT PRIMARY KEY, content TEXT NOT NULL, created_at REAL 
 CREATE TABLE settings (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# Pinned entries are read on every injection: without this, finding "no pinned entries" walks
+# every active row (8 ms of a 12 ms inject at 30,000 entries).
+_V2 = """
+CREATE INDEX entries_pinned ON entries(updated_at) WHERE status = 'pinned' AND archived = 0;
+CREATE INDEX entries_status ON entries(status, archived, updated_at);
+"""
+
+_V3 = """
+ALTER TABLE findings ADD COLUMN agent TEXT NOT NULL DEFAULT '';
+ALTER TABLE findings ADD COLUMN user_intent INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE findings ADD COLUMN resolved_error INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX findings_fingerprint ON findings(fingerprint);
+CREATE INDEX candidates_by_age ON entries(created_at) WHERE status = 'candidate' AND archived = 0;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

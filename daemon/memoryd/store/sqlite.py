@@ -24,9 +24,14 @@ from memoryd.core.events import (
     EntryAdded,
     EntryReinforced,
     EntryStatusChanged,
+    Episode,
     Event,
+    FindingsRecorded,
+    QuarantineReviewed,
+    SessionFinalized,
     SettingChanged,
 )
+from memoryd.core.findings import SessionFinding
 from memoryd.store.base import StoreCorrupt
 from memoryd.store.migrations import migrate
 
@@ -36,6 +41,10 @@ _COLUMNS = (
     "created_at, updated_at"
 )
 _INSERT = f"INSERT INTO entries ({_COLUMNS}) VALUES ({', '.join('?' * 17)})"
+_FINDING_COLUMNS = (
+    "id, fingerprint, content, category, importance, confidence, rule_id, agent, session_id,"
+    " transcript_offset, file_paths, tags, user_intent, resolved_error"
+)
 _json_list = msgspec.json.Decoder(tuple[str, ...])
 _json_source = msgspec.json.Decoder(Source)
 _encode = msgspec.json.encode
@@ -185,9 +194,195 @@ class SqliteStore:
             case AliasRemoved(term=term):
                 conn.execute("DELETE FROM aliases WHERE term=?", (term,))
                 return []
+            case FindingsRecorded(session=info, findings=found):
+                self._record_findings(info, found)
+                return [f"f:{f.id}" for f in found]
+            case SessionFinalized() as done:
+                return self._finalize(done)
+            case QuarantineReviewed(outcomes=outcomes):
+                conn.executemany(
+                    "UPDATE entries SET status=?, importance=?, updated_at=?"
+                    " WHERE id=? AND status='candidate'",
+                    [(o.status, o.importance, o.updated_at, o.entry_id) for o in outcomes],
+                )
+                return [o.entry_id for o in outcomes]
             case SettingChanged(key=key, value=value):
                 conn.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
                 return []
+
+    def _record_findings(self, info: Any, found: tuple[SessionFinding, ...]) -> None:
+        conn = self._conn
+        conn.execute(
+            "INSERT INTO sessions (id, agent, parent_session_id, transcript_path, transcript_inode,"
+            " transcript_offset, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE"
+            " SET transcript_path=excluded.transcript_path,"
+            " transcript_inode=excluded.transcript_inode,"
+            " transcript_offset=excluded.transcript_offset",
+            (info.id, info.agent, info.parent_session_id, info.transcript_path,
+             info.transcript_inode, info.transcript_offset, info.created_at),
+        )  # fmt: skip
+        conn.executemany(
+            f"INSERT INTO findings ({_FINDING_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+            " ON CONFLICT(id) DO UPDATE SET content=excluded.content,"
+            " importance=excluded.importance, confidence=excluded.confidence,"
+            " file_paths=excluded.file_paths, resolved_error=excluded.resolved_error",
+            [
+                (f.id, f.fingerprint, f.content, f.category, f.importance, f.confidence,
+                 f.rule_id, f.agent, info.id, f.offset, _encode(f.file_paths).decode(),
+                 _encode(f.tags).decode(), int(f.user_intent), int(f.resolved_error))
+                for f in found
+            ],
+        )  # fmt: skip
+
+    def _finalize(self, done: SessionFinalized) -> list[str]:
+        conn, ep = self._conn, done.episode
+        conn.execute(
+            "INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (ep.id, ep.session_id, ep.agent, ep.title, ep.goal, _encode(ep.decisions).decode(),
+             ep.outcome, _encode(ep.files).decode(), ep.turns, ep.tool_calls, ep.errors,
+             ep.started_at, ep.ended_at, _encode(ep.tags).decode()),
+        )  # fmt: skip
+        # OR IGNORE: a replayed event, or an entry remembered by hand meanwhile, must not fail.
+        conn.executemany(_INSERT.replace("INSERT", "INSERT OR IGNORE", 1),
+                         [_entry_to_row(e) for e in done.promoted])  # fmt: skip
+        conn.executemany(
+            "UPDATE findings SET promoted_entry_id=? WHERE id=?",
+            [(entry_id, finding_id) for finding_id, entry_id in done.promoted_from],
+        )
+        conn.execute(
+            "UPDATE sessions SET finalized_at=? WHERE id=?", (done.finalized_at, done.session_id)
+        )
+        return [e.id for e in done.promoted] + [f"f:{f}" for f, _ in done.promoted_from]
+
+    # ------------------------------------------------------------------ session memory
+
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        row = self._conn.execute(
+            "SELECT id, agent, transcript_path, transcript_inode, transcript_offset, created_at,"
+            " finalized_at FROM sessions WHERE id=?",
+            (session_id,),
+        ).fetchone()
+        keys = ("id", "agent", "transcript_path", "inode", "offset", "created_at", "finalized_at")
+        return None if row is None else dict(zip(keys, row, strict=True))
+
+    def finding_count(self) -> int:
+        return int(self._scalar("SELECT count(*) FROM findings"))
+
+    def session_count(self) -> int:
+        return int(self._scalar("SELECT count(*) FROM sessions"))
+
+    def _findings(
+        self, where: str, params: Sequence[Any] = (), tail: str = ""
+    ) -> list[SessionFinding]:
+        rows = self._conn.execute(
+            f"SELECT {_FINDING_COLUMNS} FROM findings WHERE {where} {tail}", params
+        )
+        return [
+            SessionFinding(
+                id=r[0],
+                fingerprint=r[1],
+                content=r[2],
+                category=r[3],
+                importance=r[4],
+                confidence=r[5],
+                rule_id=r[6] or "",
+                agent=r[7],
+                session_id=r[8],
+                offset=r[9] or 0,
+                file_paths=_json_list.decode(r[10]),
+                tags=_json_list.decode(r[11]),
+                user_intent=bool(r[12]),
+                resolved_error=bool(r[13]),
+            )
+            for r in rows
+        ]
+
+    def findings(self, session_id: str) -> list[SessionFinding]:
+        return self._findings("session_id=?", (session_id,), "ORDER BY transcript_offset, id")
+
+    def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
+        if not session_ids:
+            return []
+        marks = ",".join("?" * len(session_ids))
+        return self._findings(
+            f"session_id IN ({marks}) AND promoted_entry_id IS NULL",
+            session_ids,
+            f"ORDER BY importance DESC, transcript_offset LIMIT {int(limit)}",
+        )
+
+    def get_findings(self, ids: Sequence[str]) -> dict[str, SessionFinding]:
+        found: dict[str, SessionFinding] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            found.update(
+                (f.id, f) for f in self._findings(f"id IN ({','.join('?' * len(chunk))})", chunk)
+            )
+        return found
+
+    def promoted_findings(self, ids: Sequence[str]) -> set[str]:
+        promoted: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._conn.execute(
+                f"SELECT id FROM findings WHERE id IN ({','.join('?' * len(chunk))})"
+                " AND promoted_entry_id IS NOT NULL",
+                chunk,
+            )
+            promoted.update(r[0] for r in rows)
+        return promoted
+
+    def spread(
+        self, fingerprints: Sequence[str]
+    ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """For each fingerprint: the sessions and the agents whose findings have it."""
+        sessions: dict[str, set[str]] = {}
+        agents: dict[str, set[str]] = {}
+        for start in range(0, len(fingerprints), 500):
+            chunk = fingerprints[start : start + 500]
+            rows = self._conn.execute(
+                f"SELECT fingerprint, session_id, agent FROM findings"
+                f" WHERE fingerprint IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            for fp, session_id, agent in rows:
+                sessions.setdefault(fp, set()).add(session_id)
+                agents.setdefault(fp, set()).add(agent)
+        return sessions, agents
+
+    def pinned_fingerprints(self) -> set[str]:
+        rows = self._conn.execute(
+            "SELECT fingerprint FROM entries WHERE status='pinned' AND archived=0"
+        )
+        return {r[0] for r in rows}
+
+    def candidates_created_before(self, cutoff: float) -> list[Entry]:
+        return self._select("status='candidate' AND archived=0 AND created_at <= ?", (cutoff,))
+
+    def episodes(self, limit: int, session_id: str | None = None) -> list[Episode]:
+        where, params = ("session_id=?", (session_id,)) if session_id else ("1=1", ())
+        rows = self._conn.execute(
+            f"SELECT * FROM episodes WHERE {where} ORDER BY ended_at DESC LIMIT {int(limit)}",
+            params,
+        )
+        return [
+            Episode(
+                id=r[0],
+                session_id=r[1],
+                agent=r[2],
+                title=r[3],
+                goal=r[4] or "",
+                decisions=_json_list.decode(r[5]),
+                outcome=r[6] or "",
+                files=_json_list.decode(r[7]),
+                turns=r[8],
+                tool_calls=r[9],
+                errors=r[10],
+                started_at=r[11],
+                ended_at=r[12],
+                tags=_json_list.decode(r[13]),
+            )
+            for r in rows
+        ]
 
     def get(self, entry_id: str) -> Entry | None:
         found = self._select("id=?", (entry_id,))
@@ -240,6 +435,9 @@ class SqliteStore:
             where, params, f"ORDER BY updated_at DESC, id LIMIT {int(limit)} OFFSET {int(offset)}"
         )
         return page, total
+
+    def iter_findings(self) -> Iterator[SessionFinding]:
+        yield from self._findings("1=1", (), "ORDER BY id")
 
     def iter_all(self) -> Iterator[Entry]:
         cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id")

@@ -1,0 +1,348 @@
+"""Capture (SPEC §6, §7): transcripts → messages → findings → session memory → promotion.
+
+Runs on the owner thread only; the watcher merely tells it which file changed. Each transcript
+file is one session. New complete lines are parsed into messages; findings are extracted by
+rule, redacted, and journaled as checkpoints of session memory (searchable at once); when the
+session ends (SessionEnd/Stop hook, or idle for ``idle_minutes``) it is finalized: an ``auto``
+episode, promotion of the findings that earn it, every decision in the audit log.
+
+Cursors (inode, offset) are kept in one small file in the state directory. After a crash a file
+is simply read again from the start: findings have deterministic ids and promotion dedups by
+fingerprint, so re-reading adds nothing twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memoryd.atomic import write_atomic
+from memoryd.background import BackgroundErrors
+from memoryd.capture import parsers
+from memoryd.capture.parsers.base import ParserState
+from memoryd.capture.tail import Cursor, read_document, read_new
+from memoryd.core import redaction
+from memoryd.core.episodes import build_episode
+from memoryd.core.errors import MemorydError
+from memoryd.core.events import FindingsRecorded, SessionFinalized, SessionInfo
+from memoryd.core.extraction import extract
+from memoryd.core.extraction_rules import ExtractionRule
+from memoryd.core.findings import SessionFinding
+from memoryd.core.promotion import candidate_entry, plan_promotion
+from memoryd.core.transcript import Agent, Message
+from memoryd.project import ProjectMemory
+from memoryd.registry import ProjectRegistry
+
+CHECKPOINT_WINDOW = 400  # messages re-examined at a checkpoint (pairs errors with later fixes)
+
+
+class FileCursor(msgspec.Struct, kw_only=True):
+    inode: int
+    offset: int
+    finalized: bool = False
+
+
+@dataclass
+class LiveSession:
+    path: str
+    agent: Agent
+    state: ParserState
+    created_at: float
+    last_activity: float
+    cursor: Cursor | None = None
+    messages: list[Message] = field(default_factory=list)
+    pending: int = 0
+    project: ProjectMemory | None = None
+    recorded: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    finalized: bool = False
+
+    @property
+    def session_id(self) -> str:
+        sid = self.state.session_id or Path(self.path).stem
+        return f"{sid}/{self.state.subagent_id}" if self.state.subagent_id else sid
+
+
+def _redact(text: str) -> str:
+    return redaction.redact(text).text
+
+
+class CaptureService:
+    def __init__(
+        self,
+        registry: ProjectRegistry,
+        errors: BackgroundErrors,
+        *,
+        cursor_file: Path,
+        rules: tuple[ExtractionRule, ...],
+        checkpoint_every: int = 10,
+        idle_minutes: float = 30.0,
+        default_preset: str = "balanced",
+        clock: Callable[[], float] = time.time,
+        log: Any = None,
+    ) -> None:
+        self.registry = registry
+        self._errors = errors
+        self._cursor_file = cursor_file
+        self._rules = rules
+        self.checkpoint_every = checkpoint_every
+        self.idle_s = idle_minutes * 60
+        self.default_preset = default_preset
+        self._clock = clock
+        self._log = log
+        self._live: dict[str, LiveSession] = {}
+        self._cursors = self._load_cursors()
+        self._cursors_dirty = False
+        self.stats: dict[str, Any] = {"files": 0, "messages": 0, "unresolved_files": 0,
+                                      "malformed": 0, "unknown_records": {}}  # fmt: skip
+
+    # ------------------------------------------------------------------ cursors
+
+    def _load_cursors(self) -> dict[str, FileCursor]:
+        try:
+            return msgspec.json.decode(self._cursor_file.read_bytes(), type=dict[str, FileCursor])
+        except FileNotFoundError:
+            return {}
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            # Losing cursors only costs a re-read: nothing is duplicated by reading again.
+            self._errors.record(
+                f"capture cursors unreadable ({exc}); transcripts will be re-read", "warning"
+            )
+            return {}
+
+    def save_cursors(self) -> None:
+        if self._cursors_dirty:
+            self._cursor_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_atomic(self._cursor_file, msgspec.json.encode(self._cursors))
+            self._cursors_dirty = False
+
+    # ------------------------------------------------------------------ reading
+
+    def file_changed(self, path: str, agent: Agent | None = None) -> LiveSession | None:
+        """Read what is new in ``path``; checkpoint findings when there are new messages."""
+        agent = agent or parsers.detect_agent(path)
+        if agent is None:
+            return None
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        known = self._cursors.get(path)
+        live = self._live.get(path)
+        if live is None:
+            if (
+                known is not None
+                and known.finalized
+                and (known.inode, known.offset) == (info.st_ino, info.st_size)
+            ):
+                return None  # finished and nothing new: do not even parse it
+            live = self._open(path, agent)
+        before = len(live.messages)
+        self._read(live)
+        if len(live.messages) > before:
+            live.finalized = False
+            live.last_activity = self._clock()
+            self._checkpoint(live)
+        self._remember_cursor(live)
+        return live
+
+    def _open(self, path: str, agent: Agent) -> LiveSession:
+        now = self._clock()
+        live = LiveSession(
+            path, agent, parsers.new_state(agent, path), created_at=now, last_activity=now
+        )
+        self._live[path] = live
+        self.stats["files"] += 1
+        return live
+
+    def _read(self, live: LiveSession) -> None:
+        if live.path.endswith(".json"):
+            data, live.cursor = read_document(live.path, live.cursor)
+            if data is not None:
+                live.state = parsers.new_state(live.agent, live.path)
+                live.messages.clear()
+                self._accept(live, parsers.parse_document(data, live.state))  # type: ignore[arg-type]
+            return
+        while True:
+            chunk = read_new(live.path, live.cursor)
+            if chunk.restarted and live.cursor is not None:
+                # Truncated or replaced: the file is a new transcript from its first line.
+                live.state = parsers.new_state(live.agent, live.path)
+                live.messages.clear()
+            live.cursor = chunk.cursor
+            for offset, line in chunk.lines:
+                self._accept(live, parsers.parse_line(live.agent, line, offset, live.state))
+            if not chunk.lines and not chunk.skipped_long_lines:
+                return
+
+    def _accept(self, live: LiveSession, messages: list[Message]) -> None:
+        for message in messages:
+            if message.injected:
+                continue
+            live.messages.append(message)
+            live.pending += 1
+            self.stats["messages"] += 1
+            if live.pending >= self.checkpoint_every:
+                self._checkpoint(live)
+
+    def _remember_cursor(self, live: LiveSession) -> None:
+        if live.cursor is not None:
+            self._cursors[live.path] = FileCursor(
+                inode=live.cursor.inode, offset=live.cursor.offset, finalized=live.finalized
+            )
+            self._cursors_dirty = True
+
+    # ------------------------------------------------------------------ session memory
+
+    def _project(self, live: LiveSession) -> ProjectMemory | None:
+        if live.project is None:
+            cwd = live.state.cwd or next((m.cwd for m in live.messages if m.cwd), None)
+            if cwd is None:
+                return None
+            try:
+                live.project = self.registry.get(cwd)
+            except MemorydError:
+                self.stats["unresolved_files"] += 1
+                return None
+            live.recorded = {
+                f.id: (f.content, f.importance, f.resolved_error)
+                for f in live.project.store.findings(live.session_id)
+            }
+        return live.project
+
+    def _enabled(self, project: ProjectMemory) -> bool:
+        return project.store.setting("auto_memory") != 0  # unset means on
+
+    def _checkpoint(
+        self, live: LiveSession, window: int | None = CHECKPOINT_WINDOW
+    ) -> list[SessionFinding]:
+        live.pending = 0
+        project = self._project(live)
+        if project is None or not self._enabled(project):
+            return []
+        recent = live.messages if window is None else live.messages[-window:]
+        findings = extract(recent, self._rules, redact=_redact)
+        changed = tuple(f for f in findings if live.recorded.get(f.id) != _key(f))
+        if changed:
+            project.commit(FindingsRecorded(self._session_info(live), changed))
+            live.recorded.update((f.id, _key(f)) for f in changed)
+        return findings
+
+    def _session_info(self, live: LiveSession) -> SessionInfo:
+        cursor = live.cursor
+        return SessionInfo(
+            id=live.session_id,
+            agent=live.agent,
+            transcript_path=live.path,
+            transcript_inode=cursor.inode if cursor else 0,
+            transcript_offset=cursor.offset if cursor else 0,
+            parent_session_id=live.state.parent_session_id if live.state.subagent_id else None,
+            created_at=live.created_at,
+        )
+
+    # ------------------------------------------------------------------ finalizing
+
+    def finalize(self, path: str, reason: str) -> bool:
+        """Close the session of ``path``: episode, promotion, audit. False when there was no
+        session to close (unknown file, no project, auto-memory off, already closed)."""
+        live = self._live.get(path)
+        if live is None or live.finalized or not live.messages:
+            return False
+        project = self._project(live)
+        if project is None or not self._enabled(project):
+            return False
+        findings = self._checkpoint(live, window=None)
+        now = self._clock()
+        decisions = self._decide(project, findings)
+        by_id = {f.id: f for f in findings}
+        promoted, promoted_from = [], []
+        for decision in decisions:
+            finding = by_id[decision.finding_id]
+            if not decision.promoted or project.store.find_fingerprint(finding.fingerprint):
+                continue
+            entry = candidate_entry(
+                finding, entry_id=uuid.uuid4().hex, now=now, transcript_path=path
+            )
+            promoted.append(entry)
+            promoted_from.append((finding.id, entry.id))
+        episode = build_episode(episode_id=uuid.uuid4().hex, session_id=live.session_id,
+                                agent=live.agent, messages=live.messages, findings=findings,
+                                redact=_redact)  # fmt: skip
+        project.commit(SessionFinalized(session_id=live.session_id, reason=reason,
+                                        finalized_at=now, episode=episode,
+                                        decisions=tuple(decisions), promoted=tuple(promoted),
+                                        promoted_from=tuple(promoted_from)))  # fmt: skip
+        live.finalized = True
+        self._remember_cursor(live)
+        # The messages are no longer needed: a later line reopens the file from its start.
+        self._retire(self._live.pop(path))
+        if self._log is not None:
+            self._log.info(
+                "session_finalized",
+                project=project.slug,
+                session=live.session_id,
+                reason=reason,
+                findings=len(findings),
+                promoted=len(promoted),
+            )
+        return True
+
+    def _decide(self, project: ProjectMemory, findings: list[SessionFinding]) -> list[Any]:
+        sessions, agents = project.store.spread([f.fingerprint for f in findings])
+        preset = project.store.setting("preset") or self.default_preset
+        return plan_promotion(
+            findings,
+            preset=preset,  # type: ignore[arg-type]
+            sessions_by_fingerprint=sessions,
+            agents_by_fingerprint=agents,
+            pinned_fingerprints=project.store.pinned_fingerprints(),
+        )
+
+    def finalize_idle(self) -> int:
+        """Finalize sessions with no new line for ``idle_minutes``."""
+        now = self._clock()
+        idle = [p for p, live in self._live.items() if now - live.last_activity >= self.idle_s]
+        return sum(self.finalize(path, "idle") for path in idle)
+
+    def finalize_session(
+        self, project: ProjectMemory, transcript_path: str | None, agent: Agent
+    ) -> bool:
+        """The agent says its session ended: read what is new in its transcript, then close it."""
+        if not transcript_path:
+            return False
+        live = self.file_changed(transcript_path, agent)
+        if live is not None and live.project is None:
+            live.project = project  # the hook names the project when the transcript does not
+        return self.finalize(transcript_path, "session_end")
+
+    def live_sessions(self, project: ProjectMemory) -> list[str]:
+        return [live.session_id for live in self._live.values() if live.project is project]
+
+    def _retire(self, live: LiveSession) -> None:
+        """Keep the parse counts of a session that leaves memory."""
+        self.stats["malformed"] += live.state.stats.malformed
+        _add_counts(self.stats["unknown_records"], live.state.stats.unknown_records)
+
+    def status(self) -> dict[str, Any]:
+        unknown = dict(self.stats["unknown_records"])
+        malformed = self.stats["malformed"]
+        for live in self._live.values():
+            malformed += live.state.stats.malformed
+            _add_counts(unknown, live.state.stats.unknown_records)
+        return {**self.stats, "live_sessions": len(self._live), "malformed": malformed,
+                "unknown_records": unknown}  # fmt: skip
+
+
+def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:
+    for kind, n in more.items():
+        total[kind] = total.get(kind, 0) + n
+
+
+def _key(f: SessionFinding) -> tuple[str, float, bool]:
+    return (f.content, f.importance, f.resolved_error)

@@ -1,0 +1,58 @@
+"""The ``auto`` episode of a finished session (SPEC §2 Episode): a short narrative built from its
+messages and findings, without an LLM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from memoryd.core.events import Episode
+from memoryd.core.findings import SessionFinding, truncate
+from memoryd.core.transcript import Message
+
+TITLE_CHARS = 80
+GOAL_CHARS = 300
+OUTCOME_CHARS = 300
+MAX_DECISIONS = 10
+MAX_FILES = 50
+
+
+def _first_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return truncate(line, limit) if line else ""
+
+
+def build_episode(
+    *,
+    episode_id: str,
+    session_id: str,
+    agent: str,
+    messages: Sequence[Message],
+    findings: Sequence[SessionFinding],
+    redact: Callable[[str], str],
+) -> Episode:
+    """What the session set out to do (its first prompt), what was decided, which files it
+    touched, how it ended (the last assistant words), and its counts. Text is redacted."""
+    spoken = [m for m in messages if not m.injected]
+    prompts = [m for m in spoken if m.role == "user" and m.text.strip()]
+    replies = [m for m in spoken if m.role == "assistant" and m.text.strip()]
+    goal = redact(_first_line(prompts[0].text, GOAL_CHARS)) if prompts else ""
+    files: dict[str, None] = {}
+    for m in spoken:
+        files.update(dict.fromkeys(m.files))
+    times = [m.timestamp for m in spoken if m.timestamp is not None]
+    decisions = [f.content for f in findings if f.category == "decision"][:MAX_DECISIONS]
+    return Episode(
+        id=episode_id,
+        session_id=session_id,
+        agent=agent,
+        title=_first_line(goal, TITLE_CHARS) or f"{agent} session {session_id[:8]}",
+        goal=goal,
+        decisions=tuple(decisions),
+        outcome=redact(_first_line(replies[-1].text, OUTCOME_CHARS)) if replies else "",
+        files=tuple(list(files)[:MAX_FILES]),
+        turns=len(prompts),
+        tool_calls=sum(len(m.tool_calls) for m in spoken),
+        errors=sum(1 for m in spoken for r in m.tool_results if r.is_error),
+        started_at=min(times) if times else None,
+        ended_at=max(times) if times else None,
+    )
