@@ -210,3 +210,36 @@ def test_planted_secrets_reach_no_file(env: Env, daemon: Daemon) -> None:
     assert leaks == set()
     redacted = (next(f for f in files if f.name == "audit.jsonl")).read_text()
     assert "[REDACTED:" in redacted
+
+
+def _codex_rollout(
+    env: Env, session: str, lines: list[str], forked_from: str | None = None
+) -> Path:
+    folder = env.home / ".codex" / "sessions" / "2026" / "11" / "21"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"rollout-2026-11-21T10-00-00-{session}.jsonl"
+    meta: dict[str, Any] = {"id": session, "cwd": str(env.project), "cli_version": "0.120.0"}
+    if forked_from:
+        meta["forked_from_id"] = forked_from
+    records = [{"timestamp": "2026-11-21T10:00:00Z", "type": "session_meta", "payload": meta}]
+    for i, text in enumerate(lines):
+        item = {"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": text}]}  # fmt: skip
+        records.append({"timestamp": f"2026-11-21T10:00:{i + 1:02d}Z", "type": "response_item",
+                        "payload": item})  # fmt: skip
+    _append(path, records)
+    return path
+
+
+def test_forked_session_starts_with_its_parents_findings(env: Env, daemon: Daemon) -> None:
+    parent, child = "0199aaaa-0000-7000-8000-000000000001", "0199aaaa-0000-7000-8000-000000000002"
+    _codex_rollout(env, parent, ["We decided to use Temporal for the billing workflows."])
+    _until(lambda: _found(env, "temporal billing", "Temporal"), "the parent's finding")
+    _codex_rollout(env, child, ["Turns out the root cause was clock skew on the worker."], parent)
+    _until(lambda: _found(env, "clock skew worker", "clock skew"), "the child's own finding")
+    sessions = {
+        r["session_id"]
+        for r in ok_json(env, "search", "temporal billing", "-k", "10")["results"]
+        if "Temporal" in r["content"]
+    }
+    assert sessions == {parent, child}  # copied to the fork, under the fork's own session

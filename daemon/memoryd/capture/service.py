@@ -34,7 +34,7 @@ from memoryd.core.errors import MemorydError
 from memoryd.core.events import FindingsRecorded, SessionFinalized, SessionInfo
 from memoryd.core.extraction import extract
 from memoryd.core.extraction_rules import ExtractionRule
-from memoryd.core.findings import SessionFinding
+from memoryd.core.findings import SessionFinding, finding_id
 from memoryd.core.promotion import candidate_entry, plan_promotion
 from memoryd.core.transcript import Agent, Message
 from memoryd.project import ProjectMemory
@@ -62,6 +62,7 @@ class LiveSession:
     project: ProjectMemory | None = None
     recorded: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
     finalized: bool = False
+    inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
 
     @property
     def session_id(self) -> str:
@@ -227,12 +228,27 @@ class CaptureService:
         if project is None or not self._enabled(project):
             return []
         recent = live.messages if window is None else live.messages[-window:]
-        findings = extract(recent, self._rules, redact=_redact)
+        findings = [*self._inherited(live, project), *extract(recent, self._rules, redact=_redact)]
+        findings = list({f.id: f for f in findings}.values())  # its own finding wins a tie
         changed = tuple(f for f in findings if live.recorded.get(f.id) != _key(f))
         if changed:
             project.commit(FindingsRecorded(self._session_info(live), changed))
             live.recorded.update((f.id, _key(f)) for f in changed)
         return findings
+
+    def _inherited(self, live: LiveSession, project: ProjectMemory) -> list[SessionFinding]:
+        """Copy-on-fork (seed 004 §14): a session forked from another starts with a copy of the
+        parent's findings, as its own; both can then promote, and fingerprints dedup."""
+        if live.inherited is None:
+            parent = live.state.parent_session_id
+            is_fork = parent and not live.state.subagent_id and parent != live.session_id
+            live.inherited = [
+                msgspec.structs.replace(
+                    f, id=finding_id(live.session_id, f.fingerprint), session_id=live.session_id
+                )
+                for f in (project.store.findings(parent) if is_fork and parent else [])
+            ]
+        return live.inherited
 
     def _session_info(self, live: LiveSession) -> SessionInfo:
         cursor = live.cursor
