@@ -243,3 +243,18 @@ def test_forked_session_starts_with_its_parents_findings(env: Env, daemon: Daemo
         if "Temporal" in r["content"]
     }
     assert sessions == {parent, child}  # copied to the fork, under the fork's own session
+
+
+def test_repeated_finalization_keeps_one_episode(env: Env, daemon: Daemon) -> None:
+    """Codex sends Stop after every turn: each finalization refreshes the session's episode."""
+    path = _transcript(env)
+    _append(path, [_record(env, "user", "Please migrate the invoices table.", 0)])
+    _append(path, [_record(env, "assistant", "We decided to use a backfill job for invoices.", 1)])
+    _until(lambda: _found(env, "backfill invoices", "backfill job"), "first turn")
+    assert _session_end(env, path)["finalized"] is True
+    _append(path, [_record(env, "user", "Now add an index on invoices.customer_id.", 2)])
+    _append(path, [_record(env, "assistant", "Turns out the index already existed in staging.", 3)])
+    _until(lambda: _found(env, "index staging", "already existed"), "second turn")
+    assert _session_end(env, path)["finalized"] is True
+    episodes = ok_json(env, "episodes")["episodes"]
+    assert len(episodes) == 1 and episodes[0]["turns"] == 2

@@ -287,13 +287,26 @@ class CaptureService:
             )
             promoted.append(entry)
             promoted_from.append((finding.id, entry.id))
-        episode = build_episode(episode_id=uuid.uuid4().hex, session_id=live.session_id,
-                                agent=live.agent, messages=live.messages, findings=findings,
-                                redact=_redact)  # fmt: skip
-        project.commit(SessionFinalized(session_id=live.session_id, reason=reason,
-                                        finalized_at=now, episode=episode,
-                                        decisions=tuple(decisions), promoted=tuple(promoted),
-                                        promoted_from=tuple(promoted_from)))  # fmt: skip
+        # One episode per session: Codex sends Stop after every turn; a later finalization
+        # refreshes the same episode instead of adding another.
+        episode = build_episode(
+            episode_id=finding_id(live.session_id, "episode"),
+            session_id=live.session_id,
+            agent=live.agent,
+            messages=live.messages,
+            findings=findings,
+            redact=_redact,
+        )
+        finalized = SessionFinalized(
+            session_id=live.session_id,
+            reason=reason,
+            finalized_at=now,
+            episode=episode,
+            decisions=tuple(decisions),
+            promoted=tuple(promoted),
+            promoted_from=tuple(promoted_from),
+        )
+        project.commit(finalized)
         live.finalized = True
         self._remember_cursor(live)
         # The messages are no longer needed: a later line reopens the file from its start.
