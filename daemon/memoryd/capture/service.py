@@ -40,7 +40,9 @@ from memoryd.core.transcript import Agent, Message
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
 
-CHECKPOINT_WINDOW = 400  # messages re-examined at a checkpoint (pairs errors with later fixes)
+# A checkpoint extracts the messages new since the last one plus this many before them, so an
+# error can still be paired with a fix that arrives a little later; finalizing reads them all.
+CHECKPOINT_CONTEXT = 40
 
 
 class FileCursor(msgspec.Struct, kw_only=True):
@@ -100,8 +102,13 @@ class CaptureService:
         self._live: dict[str, LiveSession] = {}
         self._cursors = self._load_cursors()
         self._cursors_dirty = False
-        self.stats: dict[str, Any] = {"files": 0, "messages": 0, "unresolved_files": 0,
-                                      "malformed": 0, "unknown_records": {}}  # fmt: skip
+        self.stats: dict[str, Any] = {
+            "files": 0,
+            "messages": 0,
+            "unresolved_files": 0,
+            "malformed": 0,
+            "unknown_records": {},
+        }
 
     # ------------------------------------------------------------------ cursors
 
@@ -220,9 +227,8 @@ class CaptureService:
     def _enabled(self, project: ProjectMemory) -> bool:
         return project.store.setting("auto_memory") != 0  # unset means on
 
-    def _checkpoint(
-        self, live: LiveSession, window: int | None = CHECKPOINT_WINDOW
-    ) -> list[SessionFinding]:
+    def _checkpoint(self, live: LiveSession, full: bool = False) -> list[SessionFinding]:
+        window = None if full else live.pending + CHECKPOINT_CONTEXT
         live.pending = 0
         project = self._project(live)
         if project is None or not self._enabled(project):
@@ -273,7 +279,7 @@ class CaptureService:
         project = self._project(live)
         if project is None or not self._enabled(project):
             return False
-        findings = self._checkpoint(live, window=None)
+        findings = self._checkpoint(live, full=True)
         now = self._clock()
         decisions = self._decide(project, findings)
         by_id = {f.id: f for f in findings}
@@ -364,8 +370,12 @@ class CaptureService:
         for live in self._live.values():
             malformed += live.state.stats.malformed
             _add_counts(unknown, live.state.stats.unknown_records)
-        return {**self.stats, "live_sessions": len(self._live), "malformed": malformed,
-                "unknown_records": unknown}  # fmt: skip
+        return {
+            **self.stats,
+            "live_sessions": len(self._live),
+            "malformed": malformed,
+            "unknown_records": unknown,
+        }
 
 
 def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:

@@ -18,6 +18,7 @@ import enum
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -79,6 +80,14 @@ class RunState(enum.Enum):
     NEW = "new"
     RUNNING = "running"
     STOPPED = "stopped"
+
+
+# watchdog's inotify thread warns when nested folders appear quickly ("Callback with id … already
+# exists … It will be Overwritten"). Harmless, but raised as an error under -W error it would
+# kill that thread and silently stop capture, so it is not raised at all.
+warnings.filterwarnings(
+    "ignore", message="Callback with id .* already exists", category=RuntimeWarning
+)
 
 
 class TranscriptWatcher:
