@@ -42,8 +42,11 @@ _WS = re.compile(r"\s+")
 def sanitize(text: str) -> str:
     """One clean line: invisible and control characters removed, whitespace collapsed."""
     text = text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
-    kept = "".join(ch for ch in text if unicodedata.category(ch) not in _DROP_CATEGORIES)
-    return _WS.sub(" ", kept).strip()
+    # isprintable() is False for every character we drop (and for some we keep, such as a
+    # no-break space), so clean text, the common case, skips the per-character walk.
+    if not text.isprintable():
+        text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROP_CATEGORIES)
+    return _WS.sub(" ", text).strip()
 
 
 class Item(msgspec.Struct, frozen=True, kw_only=True):
