@@ -40,6 +40,12 @@ class Daemon:
     def run(self) -> int:
         started = time.monotonic()
         endpoint = paths.endpoint()
+        if not endpoint.startswith("ipc://"):
+            # SPEC §4: TCP only with CURVE keys, which are not implemented yet.
+            raise runtime.UnsafeRuntimeDir(
+                f"refusing to serve {endpoint}: only ipc:// sockets are supported (TCP would "
+                "need CURVE authentication)"
+            )
         ipc = paths.ipc_path(endpoint)
         socket_path = Path(ipc) if ipc else None
         run_dir = Path(paths.runtime_dir())
@@ -72,8 +78,9 @@ class Daemon:
                 log=self.log,
             )
             self.capture = self._capture(errors)
-            context = DaemonContext(self.registry, errors, endpoint, self._request_stop, recall,
-                                    self.capture)  # fmt: skip
+            context = DaemonContext(
+                self.registry, errors, endpoint, self._request_stop, recall, self.capture
+            )
             self.server = Server(
                 zctx,
                 context,
@@ -90,7 +97,12 @@ class Daemon:
             with runtime.private_umask():
                 self.server.bind(endpoint)
 
-            self.jobs = Jobs(zctx, index_commit_s=self.settings.jobs.index_commit_s)
+            self.jobs = Jobs(
+                zctx,
+                index_commit_s=self.settings.jobs.index_commit_s,
+                capture_idle_s=self.settings.jobs.capture_idle_check_s,
+                quarantine_s=self.settings.jobs.quarantine_check_s,
+            )
             self.jobs.start()
             stack.callback(self.jobs.shutdown)
             if self.capture is not None:
@@ -140,12 +152,13 @@ class Daemon:
             messages.post(zctx, messages.FileChanged(path))
 
         watcher = TranscriptWatcher(roots, changed, debounce_s=settings.debounce_s)
-        watcher.start()
-        if watcher.missing_roots:
-            self.log.info("capture_roots_missing", roots=watcher.missing_roots)
-        for path in watcher.scan(settings.backfill_days, time.time()):
-            messages.post(zctx, messages.FileChanged(path))
         try:
+            watcher.start()
+            if watcher.missing_roots:
+                self.log.info("capture_roots_missing", roots=watcher.missing_roots)
+            assert self.capture is not None and self.server is not None
+            self.capture.queue(watcher.scan(settings.backfill_days, time.time()))
+            self.server.idle_work = self.capture.work_backlog
             yield
         finally:
             watcher.stop()

@@ -68,6 +68,12 @@ class StorageSettings(_Section):
 
 
 class JobsSettings(_Section):
+    capture_idle_check_s: float = Field(
+        60.0, gt=0, le=3600, description="How often quiet sessions are looked for (s)."
+    )
+    quarantine_check_s: float = Field(
+        3600.0, gt=0, le=86400, description="How often candidates past 24 h are reviewed (s)."
+    )
     index_commit_s: float = Field(
         5.0,
         gt=0,

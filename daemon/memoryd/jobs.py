@@ -15,29 +15,36 @@ QUARANTINE_CHECK_S = 3600.0
 
 
 class Jobs:
-    def __init__(self, zctx: zmq.Context[Any], *, index_commit_s: float) -> None:
+    def __init__(
+        self,
+        zctx: zmq.Context[Any],
+        *,
+        index_commit_s: float,
+        capture_idle_s: float = CAPTURE_IDLE_CHECK_S,
+        quarantine_s: float = QUARANTINE_CHECK_S,
+    ) -> None:
         self._zctx = zctx
         self._scheduler = BackgroundScheduler(daemon=True)
-        self._scheduler.add_job(
-            self._post,
-            "interval",
-            seconds=index_commit_s,
-            args=["index_commit"],
-            id="index_commit",
-            coalesce=True,
-            max_instances=1,
-        )
+        for job, seconds in (
+            ("index_commit", index_commit_s),  # also flushes access counts and capture cursors
+            ("capture_idle", capture_idle_s),  # finalize sessions that went quiet
+            ("quarantine", quarantine_s),  # review candidates past their 24 h
+        ):
+            self._scheduler.add_job(
+                self._post,
+                "interval",
+                seconds=seconds,
+                args=[job],
+                id=job,
+                coalesce=True,
+                max_instances=1,
+            )
+
+    def jobs(self) -> list[str]:
+        return [job.id for job in self._scheduler.get_jobs()]
 
     def _post(self, job: str) -> None:
-        # One short-lived PUSH socket per tick: zmq sockets must not be shared across the
-        # scheduler's worker threads, and a tick every few seconds costs nothing.
-        sock = self._zctx.socket(zmq.PUSH)
-        try:
-            sock.setsockopt(zmq.LINGER, 1000)
-            sock.connect(messages.INTERNAL_ENDPOINT)
-            sock.send(messages.encode(messages.Tick(job)))
-        finally:
-            sock.close()
+        messages.post(self._zctx, messages.Tick(job))
 
     def reschedule(self, *, index_commit_s: float) -> None:
         self._scheduler.reschedule_job("index_commit", trigger="interval", seconds=index_commit_s)

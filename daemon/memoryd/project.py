@@ -160,8 +160,8 @@ class ProjectMemory:
             status="pinned" if req.pin else "confirmed",
             now=now,
             source=p.Source(kind="user"),
-            tags=core_entries.clean_tags(req.tags),
-            file_paths=core_entries.clean_paths(req.file_paths),
+            tags=core_entries.clean_tags(redact(t).text for t in req.tags),
+            file_paths=core_entries.clean_paths(redact(f).text for f in req.file_paths),
         )
         existing = self.store.find_fingerprint(candidate.fingerprint)
         self.commit(plan_remember(candidate, existing, now))
@@ -266,8 +266,8 @@ class ProjectMemory:
             now=now,
             created_at=created,
             source=p.Source(kind="import"),
-            tags=core_entries.clean_tags(line.tags),
-            file_paths=core_entries.clean_paths(line.file_paths),
+            tags=core_entries.clean_tags(redact(t).text for t in line.tags),
+            file_paths=core_entries.clean_paths(redact(f).text for f in line.file_paths),
         )
 
     # ------------------------------------------------------------------ reading

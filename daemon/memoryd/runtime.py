@@ -21,7 +21,8 @@ class AlreadyRunning(RuntimeError):
 
 
 def prepare_private_dir(path: Path) -> None:
-    """Create ``path`` 0700, or check an existing one: a real directory owned by us, mode 0700."""
+    """Create ``path`` 0700, or check an existing one: a real directory owned by us that no one
+    else can enter."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700)
@@ -32,8 +33,12 @@ def prepare_private_dir(path: Path) -> None:
         raise UnsafeRuntimeDir(
             f"{path} is owned by uid {info.st_uid}, not by you; refusing to use it"
         )
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(path, 0o700)
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        # Never chmod a directory that already exists: it may be one the user shares.
+        raise UnsafeRuntimeDir(
+            f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):o}); make it 0700 "
+            "or point MEMORYD_SOCKET at a private directory"
+        )
 
 
 class InstanceLock:

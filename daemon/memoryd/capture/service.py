@@ -14,8 +14,10 @@ fingerprint, so re-reading adds nothing twice.
 from __future__ import annotations
 
 import os
+import stat
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +102,7 @@ class CaptureService:
         self._clock = clock
         self._log = log
         self._live: dict[str, LiveSession] = {}
+        self._backlog: deque[str] = deque()
         self._cursors = self._load_cursors()
         self._cursors_dirty = False
         self.stats: dict[str, Any] = {
@@ -132,6 +135,16 @@ class CaptureService:
 
     # ------------------------------------------------------------------ reading
 
+    def queue(self, paths: list[str]) -> None:
+        """Files to read when the loop has nothing else to do (the start-up catch-up)."""
+        self._backlog.extend(paths)
+
+    def work_backlog(self) -> bool:
+        """Read one queued file; returns whether more are queued."""
+        if self._backlog:
+            self.file_changed(self._backlog.popleft())
+        return bool(self._backlog)
+
     def file_changed(self, path: str, agent: Agent | None = None) -> LiveSession | None:
         """Read what is new in ``path``; checkpoint findings when there are new messages."""
         agent = agent or parsers.detect_agent(path)
@@ -141,6 +154,8 @@ class CaptureService:
             info = os.stat(path)
         except OSError:
             return None
+        if not stat.S_ISREG(info.st_mode):
+            return None  # a FIFO or device would block the owner thread
         known = self._cursors.get(path)
         live = self._live.get(path)
         if live is None:
@@ -286,7 +301,7 @@ class CaptureService:
         promoted, promoted_from = [], []
         for decision in decisions:
             finding = by_id[decision.finding_id]
-            if not decision.promoted or project.store.find_fingerprint(finding.fingerprint):
+            if not decision.promoted or not self._promotable(project, finding):
                 continue
             entry = candidate_entry(
                 finding, entry_id=uuid.uuid4().hex, now=now, transcript_path=path
@@ -328,6 +343,16 @@ class CaptureService:
             )
         return True
 
+    @staticmethod
+    def _promotable(project: ProjectMemory, finding: SessionFinding) -> bool:
+        """Not already in memory, not promoted before, not something the user forgot."""
+        store = project.store
+        return not (
+            store.find_fingerprint(finding.fingerprint)
+            or store.promoted_findings([finding.id])
+            or store.is_forgotten(finding.fingerprint)
+        )
+
     def _decide(self, project: ProjectMemory, findings: list[SessionFinding]) -> list[Any]:
         sessions, agents = project.store.spread([f.fingerprint for f in findings])
         preset = project.store.setting("preset") or self.default_preset
@@ -340,20 +365,32 @@ class CaptureService:
         )
 
     def finalize_idle(self) -> int:
-        """Finalize sessions with no new line for ``idle_minutes``."""
+        """Finalize sessions with no new line for ``idle_minutes``, and let go of the ones that
+        cannot be finalized (no project, auto-memory off): only their cursor is kept."""
         now = self._clock()
         idle = [p for p, live in self._live.items() if now - live.last_activity >= self.idle_s]
-        return sum(self.finalize(path, "idle") for path in idle)
+        done = sum(self.finalize(path, "idle") for path in idle)
+        for path in idle:
+            if path in self._live:
+                self._remember_cursor(self._live[path])
+                self._retire(self._live.pop(path))
+        return done
 
     def finalize_session(
         self, project: ProjectMemory, transcript_path: str | None, agent: Agent
     ) -> bool:
-        """The agent says its session ended: read what is new in its transcript, then close it."""
-        if not transcript_path:
+        """The agent says its session ended: read what is new in its transcript, then close it.
+        Only a transcript of that agent, and of the project that asks, is touched: a hook cannot
+        make the daemon read an arbitrary file, or write into another project's memory."""
+        if not transcript_path or parsers.detect_agent(transcript_path) != agent:
             return False
         live = self.file_changed(transcript_path, agent)
-        if live is not None and live.project is None:
+        if live is None:
+            return False
+        if self._project(live) is None:
             live.project = project  # the hook names the project when the transcript does not
+        elif live.project is not project:
+            return False
         return self.finalize(transcript_path, "session_end")
 
     def live_sessions(self, project: ProjectMemory) -> list[str]:

@@ -20,7 +20,10 @@ from memctl import __version__
 from memctl import protocol as p
 from memoryd.background import BackgroundErrors
 from memoryd.capture.service import CaptureService
+from memoryd.core.errors import MemorydError
 from memoryd.core.findings import truncate
+from memoryd.core.redaction import redact
+from memoryd.project import ProjectMemory
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 
@@ -43,6 +46,9 @@ class Parked:
 
     deadline: float
     on_timeout: msgspec.Struct
+    # A cheap test of whether running the handler again could answer now; without it the
+    # handler is re-run after every message the loop serves.
+    ready: Callable[[], bool] | None = None
 
 
 def hello(ctx: DaemonContext, req: p.Hello) -> p.HelloResult:
@@ -145,7 +151,10 @@ def audit_tail(ctx: DaemonContext, req: p.AuditTail) -> p.AuditResult | Parked:
     if events or req.after_seq is None or req.wait_ms == 0:
         return p.AuditResult(events=events, last_seq=journal.last_seq)
     deadline = time.monotonic() + req.wait_ms / 1000
-    return Parked(deadline, p.AuditResult(events=[], last_seq=journal.last_seq))
+    seen = journal.last_seq
+    return Parked(
+        deadline, p.AuditResult(events=[], last_seq=seen), ready=lambda: journal.last_seq > seen
+    )
 
 
 def check(ctx: DaemonContext, req: p.Check) -> p.CheckResult:
@@ -157,7 +166,8 @@ def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
     return p.ShutdownResult(stopping=True)
 
 
-_FORMAT_OF = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
+# Each agent reads the payload in its own format (SPEC §5 Formats).
+_FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
 _REMEMBER = re.compile(r"(?:^|\s)(?:#remember\b:?|remember:)\s*(.+)", re.IGNORECASE | re.DOTALL)
 
 
@@ -167,8 +177,12 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
     sessions = [req.session_id] if req.session_id else []
     if ctx.capture is not None:
         sessions += ctx.capture.live_sessions(project)
-    inject_req = p.Inject(format=fmt, query=req.prompt, remaining_context=req.remaining_context,  # type: ignore[arg-type]
-                          files=req.files)  # fmt: skip
+    inject_req = p.Inject(
+        format=fmt,
+        query=req.prompt,
+        remaining_context=req.remaining_context,
+        files=req.files,
+    )
     match req.event:
         case "session_end":
             done = (
@@ -181,7 +195,7 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
             payload = ctx.recall.inject(project, inject_req, always_only=True)
             return p.HookResult(text=payload.text, entries=payload.entries)
         case "prompt":
-            remembered = _remember_from_prompt(project, req.prompt)
+            remembered = _remember_from_prompt(ctx, project, req.prompt)
             payload = ctx.recall.inject(project, inject_req, session_ids=sessions)
             return p.HookResult(text=payload.text, entries=payload.entries, remembered=remembered)
         case _:
@@ -189,13 +203,19 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
             return p.HookResult(text=payload.text, entries=payload.entries)
 
 
-def _remember_from_prompt(project: Any, prompt: str) -> list[str]:
-    """``remember: X`` (or ``#remember X``) in a prompt is the user asking to keep X."""
+def _remember_from_prompt(ctx: DaemonContext, project: ProjectMemory, prompt: str) -> list[str]:
+    """``remember: X`` (or ``#remember X``) in a prompt is the user asking to keep X. Redacted
+    before it is cut to size (a redaction can make text longer), and a failure here is reported
+    in the background: it must not cost the agent its memory payload."""
     match = _REMEMBER.search(prompt)
     if match is None or not match.group(1).strip():
         return []
-    text = truncate(" ".join(match.group(1).split()))
-    return [project.remember(p.Remember(content=text, tags=["remember"])).id]
+    text = truncate(redact(" ".join(match.group(1).split())).text)
+    try:
+        return [project.remember(p.Remember(content=text, tags=["remember"])).id]
+    except MemorydError as exc:
+        ctx.errors.record(f"remember: from a prompt was not stored: {exc}", "warning")
+        return []
 
 
 def auto(ctx: DaemonContext, req: p.Auto) -> p.AutoResult:
@@ -203,8 +223,10 @@ def auto(ctx: DaemonContext, req: p.Auto) -> p.AutoResult:
     if req.enabled is not None:
         project.set_setting("auto_memory", req.enabled)
     default = ctx.capture.default_preset if ctx.capture else "balanced"
-    return p.AutoResult(enabled=project.store.setting("auto_memory") != 0,
-                        preset=str(project.store.setting("preset") or default))  # fmt: skip
+    return p.AutoResult(
+        enabled=project.store.setting("auto_memory") != 0,
+        preset=str(project.store.setting("preset") or default),
+    )
 
 
 def preset(ctx: DaemonContext, req: p.Preset) -> p.AutoResult:
@@ -271,5 +293,6 @@ MUTATING: frozenset[type[p.Request]] = frozenset(
         p.Budget,
         p.Auto,
         p.Preset,
+        p.Hook,  # a prompt's `remember:` writes; a session end finalizes
     }
 )

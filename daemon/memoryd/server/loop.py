@@ -44,10 +44,14 @@ class Server:
         reply_cache_size: int,
         on_internal: Callable[[messages.Internal], None],
         log: Any,
+        idle_work: Callable[[], bool] | None = None,
     ) -> None:
         self.context = context
         self._log = log
         self._on_internal = on_internal
+        # Queued background work done between messages, a piece per loop turn; returns whether
+        # more remains (then the loop does not sleep).
+        self.idle_work = idle_work
         self._reply_cache: OrderedDict[str, bytes] = OrderedDict()
         self._reply_cache_size = reply_cache_size
         self._parked: list[_ParkedRequest] = []
@@ -81,8 +85,9 @@ class Server:
         poller.register(self.mailbox, zmq.POLLIN)
         poller.register(self._sig_r.fileno(), zmq.POLLIN)
         try:
+            more_work = False
             while not self.stopping:
-                ready = dict(poller.poll(self._poll_timeout_ms()))
+                ready = dict(poller.poll(0 if more_work else self._poll_timeout_ms()))
                 if self._sig_r.fileno() in ready:
                     self._drain_signals()
                 if self.mailbox in ready:
@@ -90,10 +95,21 @@ class Server:
                 if self.router in ready:
                     self._drain_router()
                 self._wake_parked()
+                more_work = self._idle_step()
         finally:
             signal.set_wakeup_fd(old_fd)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def _idle_step(self) -> bool:
+        if self.idle_work is None:
+            return False
+        try:
+            return self.idle_work()
+        except Exception as exc:
+            self._log.exception("idle_work_failed")
+            self.context.errors.record(f"background work failed: {type(exc).__name__}: {exc}")
+            return True  # the failed piece is gone; carry on with the rest
 
     def _poll_timeout_ms(self) -> int | None:
         # No parked request: sleep until something arrives (no busy polling when idle).
@@ -109,9 +125,9 @@ class Server:
             return
         for signum in data:
             if signum == signal.SIGHUP:
-                self._on_internal(messages.ReloadRequested())
+                self._handle_internal(messages.ReloadRequested())
             elif signum in (signal.SIGTERM, signal.SIGINT):
-                self._on_internal(messages.StopRequested(signal.Signals(signum).name))
+                self._handle_internal(messages.StopRequested(signal.Signals(signum).name))
 
     def _drain_mailbox(self) -> None:
         for _ in range(DRAIN_BATCH):
@@ -124,7 +140,18 @@ class Server:
             except msgspec.MsgspecError as exc:
                 self._log.error("internal_message_invalid", error=str(exc))
                 continue
+            self._handle_internal(message)
+
+    def _handle_internal(self, message: messages.Internal) -> None:
+        """Background work (a transcript, a tick, a reload) that fails is reported to the next
+        client and logged; it must never stop the loop."""
+        try:
             self._on_internal(message)
+        except Exception as exc:
+            self._log.exception("internal_message_failed", message=type(message).__name__)
+            self.context.errors.record(
+                f"{type(message).__name__} failed: {type(exc).__name__}: {exc}"
+            )
 
     def _drain_router(self) -> None:
         for _ in range(DRAIN_BATCH):
@@ -273,6 +300,10 @@ class Server:
         waiting: list[_ParkedRequest] = []
         for item in self._parked:
             tag = _op(item.request)
+            ready = item.parked.ready
+            if ready is not None and not ready() and now < item.parked.deadline:
+                waiting.append(item)
+                continue
             reply = self._run(item.request)
             if isinstance(reply, Parked) and now < item.parked.deadline:
                 waiting.append(item)

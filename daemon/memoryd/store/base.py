@@ -122,6 +122,10 @@ class Store(Protocol):
 
     def pinned_fingerprints(self) -> set[str]: ...
 
+    def is_forgotten(self, fingerprint: str) -> bool:
+        """Whether a user forgot an entry with this fingerprint (and did not remember it again)."""
+        ...
+
     def candidates_created_before(self, cutoff: float) -> list[Entry]: ...
 
     def episodes(self, limit: int, session_id: str | None = None) -> list[Episode]:

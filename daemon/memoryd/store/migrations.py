@@ -109,7 +109,12 @@ CREATE INDEX findings_fingerprint ON findings(fingerprint);
 CREATE INDEX candidates_by_age ON entries(created_at) WHERE status = 'candidate' AND archived = 0;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# Fingerprints a user forgot: captured text with one of them is not promoted again.
+_V4 = """
+CREATE TABLE forgotten (fingerprint TEXT PRIMARY KEY, forgotten_at REAL NOT NULL) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -150,6 +150,8 @@ class SqliteStore:
         match event:
             case EntryAdded(entry=e):
                 conn.execute(_INSERT, _entry_to_row(e))
+                # Remembering it again by hand lifts the forget.
+                conn.execute("DELETE FROM forgotten WHERE fingerprint=?", (e.fingerprint,))
                 return [e.id]
             case EntriesImported(entries=batch):
                 conn.executemany(_INSERT, [_entry_to_row(e) for e in batch])
@@ -165,6 +167,11 @@ class SqliteStore:
                 return [i]
             case EntriesForgotten(ids=ids):
                 pairs = [(i, i) for i in ids]
+                conn.executemany(
+                    "INSERT OR REPLACE INTO forgotten SELECT fingerprint, updated_at FROM entries"
+                    " WHERE id=?",
+                    [(i,) for i in ids],
+                )
                 conn.executemany("DELETE FROM entries WHERE id=?", [(i,) for i in ids])
                 conn.executemany("DELETE FROM edges WHERE source_id=? OR target_id=?", pairs)
                 conn.executemany("DELETE FROM conflicts WHERE entry_a=? OR entry_b=?", pairs)
@@ -218,33 +225,68 @@ class SqliteStore:
             " SET transcript_path=excluded.transcript_path,"
             " transcript_inode=excluded.transcript_inode,"
             " transcript_offset=excluded.transcript_offset",
-            (info.id, info.agent, info.parent_session_id, info.transcript_path,
-             info.transcript_inode, info.transcript_offset, info.created_at),
-        )  # fmt: skip
+            (
+                info.id,
+                info.agent,
+                info.parent_session_id,
+                info.transcript_path,
+                info.transcript_inode,
+                info.transcript_offset,
+                info.created_at,
+            ),
+        )
         conn.executemany(
             f"INSERT INTO findings ({_FINDING_COLUMNS}) VALUES ({', '.join('?' * 14)})"
             " ON CONFLICT(id) DO UPDATE SET content=excluded.content,"
             " importance=excluded.importance, confidence=excluded.confidence,"
             " file_paths=excluded.file_paths, resolved_error=excluded.resolved_error",
             [
-                (f.id, f.fingerprint, f.content, f.category, f.importance, f.confidence,
-                 f.rule_id, f.agent, info.id, f.offset, _encode(f.file_paths).decode(),
-                 _encode(f.tags).decode(), int(f.user_intent), int(f.resolved_error))
+                (
+                    f.id,
+                    f.fingerprint,
+                    f.content,
+                    f.category,
+                    f.importance,
+                    f.confidence,
+                    f.rule_id,
+                    f.agent,
+                    info.id,
+                    f.offset,
+                    _encode(f.file_paths).decode(),
+                    _encode(f.tags).decode(),
+                    int(f.user_intent),
+                    int(f.resolved_error),
+                )
                 for f in found
             ],
-        )  # fmt: skip
+        )
 
     def _finalize(self, done: SessionFinalized) -> list[str]:
         conn, ep = self._conn, done.episode
         conn.execute(
             "INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (ep.id, ep.session_id, ep.agent, ep.title, ep.goal, _encode(ep.decisions).decode(),
-             ep.outcome, _encode(ep.files).decode(), ep.turns, ep.tool_calls, ep.errors,
-             ep.started_at, ep.ended_at, _encode(ep.tags).decode()),
-        )  # fmt: skip
+            (
+                ep.id,
+                ep.session_id,
+                ep.agent,
+                ep.title,
+                ep.goal,
+                _encode(ep.decisions).decode(),
+                ep.outcome,
+                _encode(ep.files).decode(),
+                ep.turns,
+                ep.tool_calls,
+                ep.errors,
+                ep.started_at,
+                ep.ended_at,
+                _encode(ep.tags).decode(),
+            ),
+        )
         # OR IGNORE: a replayed event, or an entry remembered by hand meanwhile, must not fail.
-        conn.executemany(_INSERT.replace("INSERT", "INSERT OR IGNORE", 1),
-                         [_entry_to_row(e) for e in done.promoted])  # fmt: skip
+        conn.executemany(
+            _INSERT.replace("INSERT", "INSERT OR IGNORE", 1),
+            [_entry_to_row(e) for e in done.promoted],
+        )
         conn.executemany(
             "UPDATE findings SET promoted_entry_id=? WHERE id=?",
             [(entry_id, finding_id) for finding_id, entry_id in done.promoted_from],
@@ -348,6 +390,11 @@ class SqliteStore:
                 sessions.setdefault(fp, set()).add(session_id)
                 agents.setdefault(fp, set()).add(agent)
         return sessions, agents
+
+    def is_forgotten(self, fingerprint: str) -> bool:
+        return (
+            self._scalar("SELECT 1 FROM forgotten WHERE fingerprint=?", (fingerprint,)) is not None
+        )
 
     def pinned_fingerprints(self) -> set[str]:
         rows = self._conn.execute(
