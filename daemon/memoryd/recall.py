@@ -62,9 +62,13 @@ class Recall:
         terms = retrieval.expand(retrieval.keywords(query), project.aliases(), config.alias_weight)
         project.sync_index()
         hits = project.index.retrieve(
-            terms, archived=archived, active_files=files, config=config, scan=scan,
+            terms,
+            archived=archived,
+            active_files=files,
+            config=config,
+            scan=scan,
             findings=findings,
-        )  # fmt: skip
+        )
         ranked = retrieval.rank(
             query,
             hits.candidates,
@@ -94,9 +98,13 @@ class Recall:
     def search(self, project: ProjectMemory, req: p.Search) -> list[p.ScoredEntry]:
         started = time.perf_counter()
         ranked = self._ranked(
-            project, req.query, archived=req.archive, files=req.files, limit=req.k,
+            project,
+            req.query,
+            archived=req.archive,
+            files=req.files,
+            limit=req.k,
             findings=not req.archive,
-        )  # fmt: skip
+        )
         self._timed(started)
         return [_scored(item, score) for item, score in ranked]
 
@@ -197,10 +205,17 @@ def _item(entry: p.Entry) -> Item:
 def _scored(e: p.Entry | SessionFinding, score: float) -> p.ScoredEntry:
     if isinstance(e, SessionFinding):
         return p.ScoredEntry(
-            id=e.id, content=e.content, category=e.category, status="candidate",
-            score=round(score, 4), importance=e.importance, tags=e.tags,
-            file_paths=e.file_paths, kind="finding", session_id=e.session_id,
-        )  # fmt: skip
+            id=e.id,
+            content=e.content,
+            category=e.category,
+            status="candidate",
+            score=round(score, 4),
+            importance=e.importance,
+            tags=e.tags,
+            file_paths=e.file_paths,
+            kind="finding",
+            session_id=e.session_id,
+        )
     return p.ScoredEntry(
         id=e.id,
         content=e.content,

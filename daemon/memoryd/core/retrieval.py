@@ -201,8 +201,11 @@ def rank(
 
     ``top_k`` and ``limit`` default to the config's ``top_k`` and ``inject_top_n``.
     """
-    scored = sorted(_score_best(candidates, now, config, top_k or config.top_k),
-                    key=lambda s: s.score, reverse=True)  # fmt: skip
+    scored = sorted(
+        _score_best(candidates, now, config, top_k or config.top_k),
+        key=lambda s: s.score,
+        reverse=True,
+    )
     if reranker is not None:
         scored = list(reranker.rerank(query, scored))
     scored = scored[: top_k or config.top_k]
