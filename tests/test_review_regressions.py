@@ -206,3 +206,42 @@ def test_parked_followers_do_not_slow_requests(env: Env, daemon: Daemon, followe
         for proc in procs:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+def test_next_turn_after_finalize_reads_only_new_lines(env: Env, daemon: Daemon) -> None:
+    """Codex sends Stop after every turn: the next turn must continue from the cursor, not read
+    (and extract) the whole transcript again."""
+    path = _transcript(env)
+    for n in range(6):
+        _append(path, [_record(env, "assistant", f"We decided to use option {n} for step {n}.", n)])
+    _until(lambda: ok_json(env, "status")["capture"]["messages"] >= 6, "the first turn")
+    assert _session_end(env, path)["finalized"] is True
+    before = ok_json(env, "status")["capture"]["messages"]
+    _append(path, [_record(env, "assistant", "Turns out the queue was never drained.", 7)])
+    _until(lambda: ok_json(env, "search", "queue drained")["results"], "the next turn")
+    assert ok_json(env, "status")["capture"]["messages"] == before + 1
+    assert _session_end(env, path)["finalized"] is True
+    assert len(ok_json(env, "episodes")["episodes"]) == 1
+
+
+def test_write_refused_by_a_locked_database_is_applied_later(env: Env, daemon: Daemon) -> None:
+    ok_json(env, "remember", "First fact before the lock")
+    db = next((env.data / "projects").iterdir()) / "memory.db"
+    locker = sqlite3.connect(db, isolation_level=None, timeout=0)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        refused = memctl(env, "--timeout", "10", "remember", "Written while the database is locked")
+        assert (
+            refused.code == 1 and "unavailable" in refused.stderr and "journaled" in refused.stderr
+        )
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    ok_json(env, "remember", "Third fact after the lock")
+    contents = sorted(e["content"] for e in ok_json(env, "list")["entries"])
+    assert contents == [
+        "First fact before the lock",
+        "Third fact after the lock",
+        "Written while the database is locked",
+    ]
+    assert ok_json(env, "check")["ok"] is True

@@ -182,6 +182,7 @@ class Daemon:
             case messages.Tick(job="index_commit"):
                 assert self.registry is not None
                 for project in self.registry.opened():
+                    project.catch_up()
                     project.flush_accesses()
                     project.sync_index()
                 if self.capture is not None:

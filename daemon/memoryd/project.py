@@ -22,7 +22,7 @@ from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core import conflicts, retrieval
 from memoryd.core import entries as core_entries
-from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound, TooLarge
+from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound, TooLarge, Unavailable
 from memoryd.core.events import (
     AliasRemoved,
     AliasSet,
@@ -88,6 +88,7 @@ class ProjectMemory:
             errors.record(
                 f"{self.slug}: cut a torn audit line ({self.journal.torn_bytes} bytes)", "warning"
             )
+        self._behind = False  # journaled events the database has not applied yet
         self.store = self._open_store()
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
@@ -119,6 +120,18 @@ class ProjectMemory:
             )
             return SqliteStore(db, synchronous=self._settings.synchronous)
 
+    def catch_up(self) -> None:
+        """Apply journaled events the database refused earlier; raises ``Unavailable`` while it
+        still refuses them."""
+        if not self._behind:
+            return
+        try:
+            self._replay()
+        except Exception as exc:
+            raise Unavailable(f"the database still refuses journaled changes ({exc})") from exc
+        self._behind = False
+        self._index_dirty = True
+
     def _replay(self) -> int:
         applied = self.store.applied_audit_seq()
         if self.journal.last_seq < applied:
@@ -139,9 +152,21 @@ class ProjectMemory:
     # ------------------------------------------------------------------ writing
 
     def commit(self, event: Event) -> list[str]:
-        """Journal, then apply. The caller answers its client only after this returns."""
+        """Journal, then apply. The caller answers its client only after this returns.
+
+        If the database refuses an event already journaled (locked by another process, disk
+        full), the event is not lost: the client hears ``unavailable`` saying so, and the event
+        is applied before any later one (``catch_up``), never skipped."""
+        self.catch_up()
         seq = self.journal.append(event)
-        ids = self.store.apply(event, seq)
+        try:
+            ids = self.store.apply(event, seq)
+        except Exception as exc:
+            self._behind = True
+            raise Unavailable(
+                f"the change is journaled (audit seq {seq}) but the database refused it ({exc}); "
+                "it will be applied as soon as the database accepts writes again"
+            ) from exc
         self._index_dirty = True
         if self.journal.needs_trim:
             checkpoint = self.store.backup(self.dir / "memory.db.bak")

@@ -67,6 +67,7 @@ class LiveSession:
     recorded: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
     finalized: bool = False
     inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
+    closed_before: bool = False  # finalized at least once in this run
 
     @property
     def session_id(self) -> str:
@@ -294,7 +295,12 @@ class CaptureService:
         project = self._project(live)
         if project is None or not self._enabled(project):
             return False
-        findings = self._checkpoint(live, full=True)
+        # The first close reads the whole session (an error and its fix may be far apart); a
+        # later one (Codex sends Stop after every turn) checkpoints what is new and decides on
+        # the findings already recorded, so a turn never costs a pass over the whole transcript.
+        findings = self._checkpoint(live, full=not live.closed_before)
+        if live.closed_before:
+            findings = project.store.findings(live.session_id)
         now = self._clock()
         decisions = self._decide(project, findings)
         by_id = {f.id: f for f in findings}
@@ -328,10 +334,10 @@ class CaptureService:
             promoted_from=tuple(promoted_from),
         )
         project.commit(finalized)
-        live.finalized = True
+        live.finalized = live.closed_before = True
         self._remember_cursor(live)
-        # The messages are no longer needed: a later line reopens the file from its start.
-        self._retire(self._live.pop(path))
+        # The session stays in memory until it goes idle, so a next turn continues from its
+        # cursor instead of reading the file again.
         if self._log is not None:
             self._log.info(
                 "session_finalized",

@@ -107,6 +107,9 @@ class SqliteStore:
             # FULL: a commit is on disk before the client hears "ok", even across power loss.
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("PRAGMA foreign_keys=ON")
+            # Wait at most a second for another process's lock: the owner thread must not
+            # stall for sqlite's default of five.
+            self._conn.execute("PRAGMA busy_timeout=1000")
             migrate(self._conn)
             self._applied = int(self._scalar("SELECT value FROM meta WHERE key='audit_seq'"))
         except sqlite3.DatabaseError as exc:
