@@ -92,9 +92,17 @@ def test_transcript_to_findings_to_episode_and_candidates(env: Env, daemon: Daem
         _append(path, [_record(env, role, text, n)])
     _until(lambda: _found(env, "pricing currency", "currency conversion"), "architecture finding")
 
-    result = _session_end(env, path)
-    assert result["finalized"] is True
-    episodes = ok_json(env, "episodes")["episodes"]
+    # SessionEnd exactly as Claude Code sends it, through the real `memctl hook`.
+    payload = {
+        "session_id": SESSION,
+        "transcript_path": str(path),
+        "cwd": str(env.project),
+        "hook_event_name": "SessionEnd",
+        "reason": "exit",
+    }
+    hooked = memctl(env, "hook", "--agent", "claude", stdin=json.dumps(payload))
+    assert hooked.code == 0 and hooked.stdout == ""  # SessionEnd expects no output
+    episodes = _until(lambda: ok_json(env, "episodes")["episodes"], "the episode")
     assert len(episodes) == 1
     episode = episodes[0]
     assert episode["session_id"] == SESSION and episode["agent"] == "claude"
