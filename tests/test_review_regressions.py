@@ -245,3 +245,24 @@ def test_write_refused_by_a_locked_database_is_applied_later(env: Env, daemon: D
         "Written while the database is locked",
     ]
     assert ok_json(env, "check")["ok"] is True
+
+
+def test_registry_keeps_only_recent_projects_open(tmp_path: Path) -> None:
+    from memoryd.background import BackgroundErrors
+    from memoryd.config import StorageSettings
+    from memoryd.registry import ProjectRegistry
+
+    registry = ProjectRegistry(tmp_path / "data", StorageSettings(), BackgroundErrors(), max_open=3)
+    roots = []
+    for i in range(5):
+        root = tmp_path / f"p{i}"
+        (root / ".git").mkdir(parents=True)
+        roots.append(root)
+        registry.get(str(root)).remember(protocol.Remember(content=f"Fact of project {i}"))
+    try:
+        assert [p.root.name for p in registry.opened()] == ["p2", "p3", "p4"]
+        reopened = registry.get(str(roots[0]))  # closed, then opened again with its data
+        assert reopened.store.find_keyword("project 0", 5)[0].content == "Fact of project 0"
+        assert [p.root.name for p in registry.opened()] == ["p3", "p4", "p0"]
+    finally:
+        registry.close()

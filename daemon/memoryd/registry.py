@@ -7,6 +7,7 @@ and hands out that project's memory, and nothing else: per-project isolation sta
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path, PurePath
 
@@ -15,6 +16,8 @@ from memoryd.config import StorageSettings
 from memoryd.core.errors import BadRequest
 from memoryd.core.projects import resolve_root
 from memoryd.project import ProjectMemory
+
+MAX_OPEN = 16
 
 
 def _has_marker(directory: PurePath, marker: str) -> bool:
@@ -28,12 +31,14 @@ class ProjectRegistry:
         settings: StorageSettings,
         errors: BackgroundErrors,
         opener: Callable[..., ProjectMemory] = ProjectMemory,
+        max_open: int = MAX_OPEN,
     ) -> None:
         self.data_root = data_root
         self.settings = settings
         self._errors = errors
         self._opener = opener
-        self._open: dict[Path, ProjectMemory] = {}
+        self._open: OrderedDict[Path, ProjectMemory] = OrderedDict()
+        self.max_open = max_open
 
     def root_for(self, cwd: str | None) -> Path:
         if not cwd:
@@ -51,7 +56,19 @@ class ProjectRegistry:
         if project is None:
             project = self._opener(root, self.data_root, self.settings, self._errors)
             self._open[root] = project
+            self._close_least_recent()
+        self._open.move_to_end(root)
         return project
+
+    def _close_least_recent(self) -> None:
+        """Each open project holds a database, an index writer and its threads: keep only the
+        most recently used ones open (capture transcripts can name many projects)."""
+        while len(self._open) > self.max_open:
+            _, project = self._open.popitem(last=False)
+            try:
+                project.close()
+            except Exception as exc:
+                self._errors.record(f"{project.slug}: close failed: {exc}")
 
     def opened(self) -> list[ProjectMemory]:
         return list(self._open.values())

@@ -63,7 +63,7 @@ class LiveSession:
     cursor: Cursor | None = None
     messages: list[Message] = field(default_factory=list)
     pending: int = 0
-    project: ProjectMemory | None = None
+    project_root: str | None = None
     recorded: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
     finalized: bool = False
     inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
@@ -225,20 +225,24 @@ class CaptureService:
     # ------------------------------------------------------------------ session memory
 
     def _project(self, live: LiveSession) -> ProjectMemory | None:
-        if live.project is None:
+        """The session's project, looked up by root each time: the registry may have closed
+        it meanwhile (it keeps only the most recently used projects open)."""
+        if live.project_root is None:
             cwd = live.state.cwd or next((m.cwd for m in live.messages if m.cwd), None)
             if cwd is None:
                 return None
             try:
-                live.project = self.registry.get(cwd)
+                project = self.registry.get(cwd)
             except MemorydError:
                 self.stats["unresolved_files"] += 1
                 return None
+            live.project_root = str(project.root)
             live.recorded = {
                 f.id: (f.content, f.importance, f.resolved_error)
-                for f in live.project.store.findings(live.session_id)
+                for f in project.store.findings(live.session_id)
             }
-        return live.project
+            return project
+        return self.registry.get(live.project_root)
 
     def _enabled(self, project: ProjectMemory) -> bool:
         return project.store.setting("auto_memory") != 0  # unset means on
@@ -394,13 +398,14 @@ class CaptureService:
         if live is None:
             return False
         if self._project(live) is None:
-            live.project = project  # the hook names the project when the transcript does not
-        elif live.project is not project:
+            live.project_root = str(project.root)  # the hook names it when the transcript does not
+        elif live.project_root != str(project.root):
             return False
         return self.finalize(transcript_path, "session_end")
 
     def live_sessions(self, project: ProjectMemory) -> list[str]:
-        return [live.session_id for live in self._live.values() if live.project is project]
+        root = str(project.root)
+        return [live.session_id for live in self._live.values() if live.project_root == root]
 
     def _retire(self, live: LiveSession) -> None:
         """Keep the parse counts of a session that leaves memory."""
