@@ -686,3 +686,17 @@ def test_extract_is_total_and_contents_fit(parts: list[tuple[str, str]]) -> None
     for finding in extract(messages):
         assert 0 < len(finding.content) <= MAX_CONTENT_CHARS
         assert finding.content.strip() == finding.content
+
+
+def test_remembered_text_matches_what_capture_extracts() -> None:
+    from memoryd.core.entries import fingerprint
+    from memoryd.core.extraction import remembered_text
+    from memoryd.core.transcript import Message
+
+    prompt = "The checkout tests are flaky again. remember: always run make lint before pushing"
+    hook_text = remembered_text(prompt, "claude")
+    captured = extract([Message(role="user", agent="claude", offset=0, text=prompt)])
+    intent = [f for f in captured if f.user_intent]
+    assert hook_text is not None and len(intent) == 1
+    assert fingerprint(hook_text) == intent[0].fingerprint
+    assert remembered_text("nothing to keep here", "claude") is None

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
+
+import msgspec
 
 from memoryd.core.extraction_rules import (
     DEFAULT_RULES,
@@ -163,3 +165,32 @@ def _whole_message(
             if added and rx.rule.user_intent:
                 return True
     return False
+
+
+class _Prompt(msgspec.Struct, frozen=True, kw_only=True):
+    """A user prompt seen by a hook, shaped like a transcript message for the rules."""
+
+    text: str
+    agent: str
+    role: str = "user"
+    offset: int = 0
+    session_id: str | None = None
+    injected: bool = False
+    files: tuple[str, ...] = ()
+    tool_calls: tuple[Any, ...] = ()
+    tool_results: tuple[Any, ...] = ()
+
+
+def remembered_text(
+    prompt: str,
+    agent: str,
+    rules: Sequence[ExtractionRule] = DEFAULT_RULES,
+    *,
+    redact: Callable[[str], str] | None = None,
+) -> str | None:
+    """What a ``remember:`` in a prompt asks to keep, worded exactly as capture will word the
+    same prompt when it reads the transcript: the hook's entry and capture's finding then share
+    a fingerprint, so one request never becomes two entries."""
+    intent = [rule for rule in rules if rule.user_intent]
+    found = extract([_Prompt(text=prompt, agent=agent)], intent, redact=redact)
+    return found[0].content if found else None
