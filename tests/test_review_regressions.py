@@ -266,3 +266,26 @@ def test_registry_keeps_only_recent_projects_open(tmp_path: Path) -> None:
         assert [p.root.name for p in registry.opened()] == ["p3", "p4", "p0"]
     finally:
         registry.close()
+
+
+def test_one_remember_prompt_is_one_entry(env: Env, daemon: Daemon) -> None:
+    """The hook stores the remember: text when the prompt is sent; capture later reads the same
+    prompt from the transcript. Both word it alike, so there is one entry, not two."""
+    prompt = "The checkout tests are flaky again. remember: always run make lint before pushing"
+    reply = _call(
+        env,
+        protocol.Hook(
+            agent="claude",
+            event="prompt",
+            session_id=SESSION,
+            prompt=prompt,
+            project=str(env.project),
+        ),
+    )
+    assert isinstance(reply, protocol.Ok) and len(reply.result["remembered"]) == 1
+    path = _transcript(env)
+    _append(path, [_record(env, "user", prompt, 0)])
+    _until(lambda: ok_json(env, "status")["capture"]["messages"] >= 1, "the transcript read")
+    assert _session_end(env, path)["finalized"] is True
+    lint = [e for e in ok_json(env, "list")["entries"] if "make lint" in e["content"]]
+    assert len(lint) == 1 and lint[0]["status"] == "confirmed"

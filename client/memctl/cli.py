@@ -254,6 +254,59 @@ def cmd_check(s: Session) -> None:
         raise Failed("check found problems")
 
 
+def cmd_bank(s: Session) -> None:
+    a = s.args
+    match a.bank_command:
+        case "init":
+            s.emit(s.call(protocol.BankInit(brief=a.brief), BULK_BUDGET_S), render.bank_init)
+        case "validate":
+            s.emit(s.call(protocol.BankValidate()), render.bank_validate)
+        case "read":
+            result = s.call(protocol.BankRead(name=a.name))
+            if s.as_json:
+                s.emit(result, render.bank_read)
+            else:
+                sys.stdout.write(result["content"])
+        case "write" | "update":
+            kind = protocol.BankWrite if a.bank_command == "write" else protocol.BankUpdate
+            change = kind(name=a.name, content=sys.stdin.read(), mode=a.mode)
+            s.emit(s.call(change, BULK_BUDGET_S), render.bank_written)
+        case "list":
+            s.emit(s.call(protocol.BankList()), render.bank_list)
+        case "activate":
+            s.emit(s.call(protocol.BankActivate(mode=a.mode, files=a.file)), render.bank_activate)
+        case "process":
+            request = protocol.BankProcess(content=sys.stdin.read(), apply=a.apply, mode=a.mode)
+            s.emit(s.call(request, BULK_BUDGET_S), render.bank_process)
+        case _:  # ingest
+            cmd_ingest(s)
+
+
+def cmd_ingest(s: Session) -> None:
+    s.emit(s.call(protocol.IngestLifecycle(), BULK_BUDGET_S), render.ingested)
+
+
+def cmd_projects(s: Session) -> None:
+    s.emit(s.call(protocol.Projects(), BULK_BUDGET_S), render.projects)
+
+
+def cmd_files(s: Session) -> None:
+    match s.args.action:
+        case "show":
+            s.emit(s.call(protocol.FilesShow()), render.files_show)
+        case "refresh":
+            s.emit(s.call(protocol.FilesRefresh()), render.files_list)
+        case _:
+            s.emit(s.call(protocol.FilesList()), render.files_list)
+
+
+def cmd_save_memory(s: Session) -> None:
+    a = s.args
+    text = sys.stdin.read() if a.text == "-" else a.text
+    request = protocol.SaveMemory(content=text, section=a.section, target=a.target, confirm=a.yes)
+    s.emit(s.call(request), render.saved_memory)
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -324,6 +377,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", type=int, default=20)
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     add("check", cmd_check, "verify database, audit chain and index")
+    _bank_parser(sub)
+    add("projects", cmd_projects, "known projects and those holding memory-bank/")
+    p = add("files", cmd_files, "instruction files (MEMORY.md and imports): show, list, refresh")
+    p.add_argument("action", choices=["show", "list", "refresh"])
+    p = add("save-memory", cmd_save_memory, "append TEXT to an instruction file ('-': stdin)")
+    p.add_argument("text")
+    p.add_argument("--section", help="the ## section to append to (default: Saved memories)")
+    p.add_argument("--target", choices=["project", "local", "global"], default="project")
+    p.add_argument("--yes", action="store_true", help="write it (without: only show the diff)")
+    add("ingest", cmd_ingest, "import bank decisions and completed progress items as entries")
     agents = list(get_args(protocol.Agent))
     p = add("hook", _lazy("memctl.hook", "run"), "answer an agent hook: its JSON on stdin")
     p.add_argument("--agent", choices=agents, help="the agent (default: guessed from the JSON)")
@@ -334,6 +397,37 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--uninstall", action="store_true", help="remove memctl's hooks instead")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     return parser
+
+
+def _bank_parser(sub: Any) -> None:
+    bank = sub.add_parser("bank", help="the project's memory bank (memory-bank/*.md)")
+    bank.set_defaults(func=cmd_bank)
+    actions = bank.add_subparsers(dest="bank_command", required=True, metavar="ACTION")
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(
+            name, help=help_text, description=help_text
+        )
+        return parser
+
+    action("init", "create the seven bank files (never overwrites)").add_argument("--brief")
+    action("validate", "report missing, empty and headerless files")
+    action("read", "print a bank file").add_argument("name", metavar="NAME")
+    for name, help_text in (
+        ("write", "replace NAME with the text on stdin"),
+        ("update", "merge the sections on stdin into NAME"),
+    ):
+        p = action(name, help_text)
+        p.add_argument("name", metavar="NAME")
+        p.add_argument("--mode", help="the agent's mode (read-only modes refuse)")
+    action("list", "list the bank's files")
+    p = action("activate", "the bank, custom instructions and state a session starts with")
+    p.add_argument("--mode")
+    p.add_argument("--file", action="append", default=[], help="a file you are working on")
+    p = action("process", "route free text on stdin to bank updates")
+    p.add_argument("--apply", action="store_true", help="write the updates to the bank")
+    p.add_argument("--mode", help="the agent's mode (read-only modes refuse --apply)")
+    action("ingest", "import decisions and completed items as entries")
 
 
 def _lazy(module: str, name: str) -> Callable[[Session], None]:

@@ -283,6 +283,98 @@ class Shutdown(Request, tag="shutdown"):
     """Stop the daemon gracefully."""
 
 
+# The memory bank (SPEC §10) and instruction files (SPEC §11).
+BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+BankText = Annotated[str, msgspec.Meta(max_length=512 * 1024)]
+Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
+class BankInit(Request, tag="bank_init"):
+    """Create the memory bank's seven files (existing files are never overwritten), filling the
+    project brief from BRIEF and the tech context and system patterns from the codebase."""
+
+    brief: Annotated[str, msgspec.Meta(max_length=65_536)] | None = None
+
+
+class BankValidate(Request, tag="bank_validate"):
+    """Report missing required and recommended bank files, empty files, files without a
+    header."""
+
+
+class BankRead(Request, tag="bank_read"):
+    """Show one memory bank file."""
+
+    name: BankName
+
+
+class BankWrite(Request, tag="bank_write"):
+    """Create or replace a memory bank file with the text on stdin (decisionLog.md stays
+    append-only)."""
+
+    name: BankName
+    content: BankText
+    mode: Mode | None = None
+
+
+class BankUpdate(Request, tag="bank_update"):
+    """Merge the sections on stdin into an existing memory bank file."""
+
+    name: BankName
+    content: BankText
+    mode: Mode | None = None
+
+
+class BankList(Request, tag="bank_list"):
+    """List the memory bank's files with size and modification time."""
+
+
+class BankActivate(Request, tag="bank_activate"):
+    """Everything a session starts with: the bank in read order, the custom instructions for
+    the mode and files, and the bank's state."""
+
+    mode: Mode | None = None
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+
+
+class BankProcess(Request, tag="bank_process"):
+    """Route free text on stdin to memory bank updates; with --apply, write them."""
+
+    content: Annotated[str, msgspec.Meta(max_length=262_144)]
+    apply: bool = False
+    mode: Mode | None = None
+
+
+class Projects(Request, tag="projects"):
+    """List the projects the daemon knows and those holding memory-bank/ under the configured
+    roots."""
+
+
+class FilesShow(Request, tag="files_show"):
+    """Show the merged instruction files (MEMORY.md and its imports) with their provenance."""
+
+
+class FilesList(Request, tag="files_list"):
+    """List the instruction files in effect, disabled ones and problems."""
+
+
+class FilesRefresh(Request, tag="files_refresh"):
+    """Load the instruction files again from disk and list them."""
+
+
+class SaveMemory(Request, tag="save_memory"):
+    """Append TEXT under a section of an instruction file; shows the diff, and writes only with
+    --yes."""
+
+    content: Annotated[str, msgspec.Meta(min_length=1, max_length=65_536)]
+    section: Annotated[str, msgspec.Meta(max_length=128)] | None = None
+    target: Literal["project", "local", "global"] = "project"
+    confirm: bool = False
+
+
+class IngestLifecycle(Request, tag="ingest_lifecycle"):
+    """Import new decisions of decisionLog.md and completed items of progress.md as entries."""
+
+
 AnyRequest = (
     Hello
     | StatusRequest
@@ -306,6 +398,20 @@ AnyRequest = (
     | Auto
     | Preset
     | Episodes
+    | BankInit
+    | BankValidate
+    | BankRead
+    | BankWrite
+    | BankUpdate
+    | BankList
+    | BankActivate
+    | BankProcess
+    | Projects
+    | FilesShow
+    | FilesList
+    | FilesRefresh
+    | SaveMemory
+    | IngestLifecycle
 )
 REQUEST_TYPES: tuple[type[Request], ...] = (
     Hello,
@@ -330,6 +436,20 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     Auto,
     Preset,
     Episodes,
+    BankInit,
+    BankValidate,
+    BankRead,
+    BankWrite,
+    BankUpdate,
+    BankList,
+    BankActivate,
+    BankProcess,
+    Projects,
+    FilesShow,
+    FilesList,
+    FilesRefresh,
+    SaveMemory,
+    IngestLifecycle,
 )
 
 
@@ -524,6 +644,111 @@ class CheckResult(msgspec.Struct, kw_only=True):
 
 class ShutdownResult(msgspec.Struct, kw_only=True):
     stopping: bool
+
+
+class BankInitResult(msgspec.Struct, kw_only=True):
+    created: list[str]
+    existing: list[str]
+
+
+class BankProblem(msgspec.Struct, kw_only=True):
+    file: str
+    kind: str
+    message: str
+
+
+class BankValidateResult(msgspec.Struct, kw_only=True):
+    valid: bool
+    missing_required: list[str]
+    missing_recommended: list[str]
+    problems: list[BankProblem]
+    empty: bool  # no bank file at all: offer to initialise
+
+
+class BankReadResult(msgspec.Struct, kw_only=True):
+    content: str
+    last_modified: float
+
+
+class BankWriteResult(msgspec.Struct, kw_only=True):
+    """``ingested``: entries the lifecycle import added after a write to decisionLog.md or
+    progress.md."""
+
+    success: bool
+    path: str
+    ingested: int = 0
+
+
+class BankFileInfo(msgspec.Struct, kw_only=True):
+    name: str
+    size: int
+    last_modified: float
+
+
+class BankListResult(msgspec.Struct, kw_only=True):
+    files: list[BankFileInfo]
+
+
+class BankActivateResult(msgspec.Struct, kw_only=True):
+    """``bank_info``: path, project_root, mode, files, validation, tokens, over_budget.
+    ``custom_instructions``: source, content, paths of each rule that applies."""
+
+    bank_info: dict[str, Any]
+    content: dict[str, str]
+    custom_instructions: list[dict[str, Any]]
+    cache: dict[str, str]
+
+
+class BankItem(msgspec.Struct, kw_only=True):
+    target_file: str
+    operation_type: str
+    content: str
+    metadata: dict[str, str]
+
+
+class BankProcessResult(msgspec.Struct, kw_only=True):
+    """``source`` is "llm" or "rules"; ``fallback_reason`` says why the LLM was not used when it
+    was tried; ``applied`` the files written (with --apply)."""
+
+    items: list[BankItem]
+    source: str
+    fallback_reason: str | None = None
+    applied: list[str] = []
+    ingested: int = 0
+
+
+class KnownProject(msgspec.Struct, kw_only=True):
+    name: str
+    path: str
+
+
+class ProjectsResult(msgspec.Struct, kw_only=True):
+    projects: list[KnownProject]
+
+
+class FilesListResult(msgspec.Struct, kw_only=True):
+    """``files``: the provenance of each segment (tier, path, imported_from, tokens, hash, …)."""
+
+    files: list[dict[str, Any]]
+    disabled: list[str]
+    problems: list[dict[str, Any]]
+    tokens: int
+
+
+class FilesShowResult(FilesListResult, kw_only=True):
+    text: str
+
+
+class SaveMemoryResult(msgspec.Struct, kw_only=True):
+    diff: str
+    written: bool
+    path: str
+
+
+class IngestResult(msgspec.Struct, kw_only=True):
+    decisions: int
+    completed: int
+    duplicates: int
 
 
 # --------------------------------------------------------------------------- replies

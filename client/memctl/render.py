@@ -105,3 +105,83 @@ def episodes(r: dict[str, Any]) -> str:
         f"{e['id'][:8]}  [{e['agent']}] {e['title']} ({e['turns']} turns, {len(e['files'])} files)"
         for e in r["episodes"]
     )
+
+
+def bank_init(r: dict[str, Any]) -> str:
+    lines = [f"created {name}" for name in r["created"]]
+    lines += [f"kept existing {name}" for name in r["existing"]]
+    return "\n".join(lines)
+
+
+def bank_validate(r: dict[str, Any]) -> str:
+    lines = ["memory bank is valid" if r["valid"] else "memory bank has problems"]
+    lines += [f"missing (required): {n}" for n in r["missing_required"]]
+    lines += [f"missing (recommended): {n}" for n in r["missing_recommended"]]
+    lines += [f"{x['file']}: {x['message']}" for x in r["problems"]]
+    return "\n".join(lines)
+
+
+def bank_read(r: dict[str, Any]) -> str:
+    return str(r["content"])
+
+
+def bank_written(r: dict[str, Any]) -> str:
+    note = f" ({r['ingested']} new entries)" if r.get("ingested") else ""
+    return f"wrote {r['path']}{note}"
+
+
+def bank_list(r: dict[str, Any]) -> str:
+    if not r["files"]:
+        return "no memory bank files (memctl bank init creates them)"
+    return "\n".join(f"{f['size']:>8}  {f['name']}" for f in r["files"])
+
+
+def bank_activate(r: dict[str, Any]) -> str:
+    parts = [f"<!-- {name} -->\n{text.rstrip()}" for name, text in r["content"].items()]
+    parts += [
+        f"<!-- {rule['source']} -->\n{rule['content'].rstrip()}"
+        for rule in r["custom_instructions"]
+    ]
+    return "\n\n".join(parts)
+
+
+def bank_process(r: dict[str, Any]) -> str:
+    lines = [
+        f"{x['target_file']} {x['operation_type']}"
+        + (f" [{x['metadata']['section']}]" if "section" in x["metadata"] else "")
+        + f": {x['content']}"
+        for x in r["items"]
+    ]
+    if r.get("fallback_reason"):
+        lines.append(f"(keyword rules used: the LLM failed: {r['fallback_reason']})")
+    if r.get("applied"):
+        lines.append("applied to " + ", ".join(r["applied"]))
+    return "\n".join(lines) or "nothing to file"
+
+
+def ingested(r: dict[str, Any]) -> str:
+    return (
+        f"ingested {r['decisions']} decisions, {r['completed']} completed items "
+        f"({r['duplicates']} already known)"
+    )
+
+
+def projects(r: dict[str, Any]) -> str:
+    return "\n".join(f"{x['name']}  {x['path']}" for x in r["projects"]) or "no projects"
+
+
+def files_list(r: dict[str, Any]) -> str:
+    lines = [f"{f['tier']}  {f['path']}  ({f['tokens']} tokens)" for f in r["files"]]
+    lines += [f"disabled: {name}" for name in r["disabled"]]
+    lines += [f"problem: {x.get('message', x)}" for x in r["problems"]]
+    return "\n".join(lines) or "no instruction files"
+
+
+def files_show(r: dict[str, Any]) -> str:
+    return str(r["text"])
+
+
+def saved_memory(r: dict[str, Any]) -> str:
+    if r["written"]:
+        return f"{r['diff']}\nsaved to {r['path']}"
+    return f"{r['diff']}\nnot written: pass --yes to save to {r['path']}"

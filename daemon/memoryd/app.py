@@ -16,10 +16,12 @@ from memctl import __version__, paths
 from memctl import protocol as p
 from memoryd import config, logs, messages, runtime
 from memoryd.background import BackgroundErrors
+from memoryd.banks.service import BankService, build_llm
 from memoryd.capture.service import CaptureService
 from memoryd.capture.watcher import TranscriptWatcher, WatchRoot
 from memoryd.core.extraction_rules import DEFAULT_RULES, load_user_rules
 from memoryd.core.slo import SloMonitor
+from memoryd.instructions.loader import InstructionConfig
 from memoryd.jobs import Jobs
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
@@ -79,7 +81,13 @@ class Daemon:
             )
             self.capture = self._capture(errors)
             context = DaemonContext(
-                self.registry, errors, endpoint, self._request_stop, recall, self.capture
+                self.registry,
+                errors,
+                endpoint,
+                self._request_stop,
+                recall,
+                self.capture,
+                self._banks(self.registry),
             )
             self.server = Server(
                 zctx,
@@ -124,6 +132,16 @@ class Daemon:
             runtime.notify_systemd("STOPPING=1")
         self.log.info("stopped")
         return 0
+
+    def _banks(self, registry: ProjectRegistry) -> BankService:
+        settings = self.settings.banks
+        return BankService(
+            registry,
+            InstructionConfig.from_environ(os.environ),
+            llm=build_llm(settings, os.environ),
+            bank_roots=[Path(os.path.expanduser(r)) for r in settings.memory_bank_roots],
+            read_only_modes=settings.read_only_modes,
+        )
 
     def _capture(self, errors: BackgroundErrors) -> CaptureService | None:
         settings = self.settings.capture

@@ -201,6 +201,29 @@ class CaptureSettings(_Section):
         return rules
 
 
+class BanksSettings(_Section):
+    """Memory banks (SPEC §10): the optional LLM processor of ``bank_process`` and discovery."""
+
+    llm_base_url: str = Field(
+        "",
+        description="OpenAI-compatible endpoint (up to /chat/completions); empty: rules only.",
+    )
+    llm_model: str = Field("", description="Model name sent to the endpoint.")
+    llm_api_key_env: str = Field(
+        "",
+        description="Name of the environment variable holding the API key (never the key itself).",
+    )
+    llm_timeout_s: float = Field(
+        10, gt=0, le=120, description="Give up on the endpoint after this long (s)."
+    )
+    memory_bank_roots: list[str] = Field(
+        [], description="Folders searched (4 levels deep) for projects holding memory-bank/."
+    )
+    read_only_modes: list[str] = Field(
+        ["ask"], description="Modes in which the memory bank cannot be changed."
+    )
+
+
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Least severe level written to the log."
@@ -221,6 +244,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = RetrievalSettings()
     slo: SloSettings = SloSettings()
     capture: CaptureSettings = CaptureSettings()
+    banks: BanksSettings = BanksSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @classmethod

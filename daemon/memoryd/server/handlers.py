@@ -8,7 +8,6 @@ wrong; the loop turns that into an ``Error`` reply. Each handler's docstring is 
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,9 +18,10 @@ import msgspec
 from memctl import __version__
 from memctl import protocol as p
 from memoryd.background import BackgroundErrors
+from memoryd.banks.service import BankService
 from memoryd.capture.service import CaptureService
-from memoryd.core.errors import MemorydError
-from memoryd.core.findings import truncate
+from memoryd.core.errors import MemorydError, Unavailable
+from memoryd.core.extraction import remembered_text
 from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
 from memoryd.recall import Recall
@@ -36,6 +36,7 @@ class DaemonContext:
     request_stop: Callable[[str], None]
     recall: Recall
     capture: CaptureService | None = None
+    banks: BankService | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -168,7 +169,6 @@ def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
 
 # Each agent reads the payload in its own format (SPEC §5 Formats).
 _FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
-_REMEMBER = re.compile(r"(?:^|\s)(?:#remember\b:?|remember:)\s*(.+)", re.IGNORECASE | re.DOTALL)
 
 
 def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
@@ -195,7 +195,7 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
             payload = ctx.recall.inject(project, inject_req, always_only=True)
             return p.HookResult(text=payload.text, entries=payload.entries)
         case "prompt":
-            remembered = _remember_from_prompt(ctx, project, req.prompt)
+            remembered = _remember_from_prompt(ctx, project, req.prompt, req.agent)
             payload = ctx.recall.inject(project, inject_req, session_ids=sessions)
             return p.HookResult(text=payload.text, entries=payload.entries, remembered=remembered)
         case _:
@@ -203,14 +203,16 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
             return p.HookResult(text=payload.text, entries=payload.entries)
 
 
-def _remember_from_prompt(ctx: DaemonContext, project: ProjectMemory, prompt: str) -> list[str]:
-    """``remember: X`` (or ``#remember X``) in a prompt is the user asking to keep X. Redacted
-    before it is cut to size (a redaction can make text longer), and a failure here is reported
-    in the background: it must not cost the agent its memory payload."""
-    match = _REMEMBER.search(prompt)
-    if match is None or not match.group(1).strip():
+def _remember_from_prompt(
+    ctx: DaemonContext, project: ProjectMemory, prompt: str, agent: str
+) -> list[str]:
+    """``remember: X`` (or ``#remember X``) in a prompt is the user asking to keep X. Worded by
+    the same rule capture applies to the transcript later, so the two share a fingerprint and
+    one request is one entry. A failure here is reported in the background: it must not cost
+    the agent its memory payload."""
+    text = remembered_text(prompt, agent, redact=lambda t: redact(t).text)
+    if not text:
         return []
-    text = truncate(redact(" ".join(match.group(1).split())).text)
     try:
         return [project.remember(p.Remember(content=text, tags=["remember"])).id]
     except MemorydError as exc:
@@ -253,6 +255,68 @@ def episodes(ctx: DaemonContext, req: p.Episodes) -> p.EpisodesResult:
     )
 
 
+def _banks(ctx: DaemonContext) -> BankService:
+    if ctx.banks is None:
+        raise Unavailable("memory banks are not enabled in this daemon")
+    return ctx.banks
+
+
+def bank_init(ctx: DaemonContext, req: p.BankInit) -> p.BankInitResult:
+    return _banks(ctx).init(req.project, req.brief)
+
+
+def bank_validate(ctx: DaemonContext, req: p.BankValidate) -> p.BankValidateResult:
+    return _banks(ctx).validate(req.project)
+
+
+def bank_read(ctx: DaemonContext, req: p.BankRead) -> p.BankReadResult:
+    return _banks(ctx).read(req.project, req.name)
+
+
+def bank_write(ctx: DaemonContext, req: p.BankWrite) -> p.BankWriteResult:
+    return _banks(ctx).write(req.project, req.name, req.content, req.mode, merge=False)
+
+
+def bank_update(ctx: DaemonContext, req: p.BankUpdate) -> p.BankWriteResult:
+    return _banks(ctx).write(req.project, req.name, req.content, req.mode, merge=True)
+
+
+def bank_list(ctx: DaemonContext, req: p.BankList) -> p.BankListResult:
+    return _banks(ctx).list_files(req.project)
+
+
+def bank_activate(ctx: DaemonContext, req: p.BankActivate) -> p.BankActivateResult:
+    return _banks(ctx).activate(req.project, req.mode, req.files)
+
+
+def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult:
+    return _banks(ctx).process(req.project, req.content, apply=req.apply, mode=req.mode)
+
+
+def projects(ctx: DaemonContext, req: p.Projects) -> p.ProjectsResult:
+    return _banks(ctx).projects()
+
+
+def files_show(ctx: DaemonContext, req: p.FilesShow) -> p.FilesShowResult:
+    return _banks(ctx).files_show(req.project)
+
+
+def files_list(ctx: DaemonContext, req: p.FilesList) -> p.FilesListResult:
+    return _banks(ctx).files_list(req.project)
+
+
+def files_refresh(ctx: DaemonContext, req: p.FilesRefresh) -> p.FilesListResult:
+    return _banks(ctx).files_list(req.project, refresh=True)
+
+
+def save_memory(ctx: DaemonContext, req: p.SaveMemory) -> p.SaveMemoryResult:
+    return _banks(ctx).save_memory(req)
+
+
+def ingest_lifecycle(ctx: DaemonContext, req: p.IngestLifecycle) -> p.IngestResult:
+    return _banks(ctx).ingest(req.project)
+
+
 Handler = Callable[[DaemonContext, Any], Any]
 HANDLERS: dict[type[p.Request], Handler] = {
     p.Hello: hello,
@@ -277,6 +341,20 @@ HANDLERS: dict[type[p.Request], Handler] = {
     p.Auto: auto,
     p.Preset: preset,
     p.Episodes: episodes,
+    p.BankInit: bank_init,
+    p.BankValidate: bank_validate,
+    p.BankRead: bank_read,
+    p.BankWrite: bank_write,
+    p.BankUpdate: bank_update,
+    p.BankList: bank_list,
+    p.BankActivate: bank_activate,
+    p.BankProcess: bank_process,
+    p.Projects: projects,
+    p.FilesShow: files_show,
+    p.FilesList: files_list,
+    p.FilesRefresh: files_refresh,
+    p.SaveMemory: save_memory,
+    p.IngestLifecycle: ingest_lifecycle,
 }
 
 # Requests that change memory: their replies are cached by request id so a retry is answered
@@ -294,5 +372,11 @@ MUTATING: frozenset[type[p.Request]] = frozenset(
         p.Auto,
         p.Preset,
         p.Hook,  # a prompt's `remember:` writes; a session end finalizes
+        p.BankInit,
+        p.BankWrite,
+        p.BankUpdate,
+        p.BankProcess,  # with apply
+        p.SaveMemory,  # when confirmed
+        p.IngestLifecycle,
     }
 )

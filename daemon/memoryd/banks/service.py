@@ -1,0 +1,232 @@
+"""The memory bank and instruction file operations the handlers call (SPEC §9 lifecycle, §10,
+§11): each request reaches only the bank of the project its working directory resolves to.
+
+Bank writes go straight to disk, atomically, through ``memoryd.banks.files.Bank``.
+
+TODO(seed 002, SPEC §10 "In-memory cache"): the cache keyed ``{bank_type}:{bank_id}``, journaled
+updates and the 60 s FIFO writer (at once above 4 KB) with re-application over external edits
+are not built yet; ``bank_activate`` reports ``cache`` as direct disk access until they are.
+
+After every daemon-side change to decisionLog.md or progress.md the lifecycle import runs, so new
+decisions and completed items become entries at once. Edits made outside the daemon are picked up
+by the next change or an explicit ``ingest_lifecycle``: watching the files for them is not built
+yet (TODO, SPEC §9 "also done automatically when those files change").
+
+``bank_process`` with an LLM configured sends the text, redacted, to the endpoint and waits for it
+on the owner thread (at most ``llm_timeout_s``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from memctl import protocol as p
+from memoryd.banks.files import Bank
+from memoryd.banks.llm import LlmProcessor, process_content
+from memoryd.banks.paths import real_bank_dir
+from memoryd.banks.scan import find_banks
+from memoryd.config import BanksSettings
+from memoryd.core import bank as core_bank
+from memoryd.core import entries as core_entries
+from memoryd.core.bank_apply import apply_items
+from memoryd.core.bank_lifecycle import lifecycle_items
+from memoryd.core.errors import Forbidden
+from memoryd.core.events import plan_import
+from memoryd.core.findings import truncate
+from memoryd.core.redaction import redact
+from memoryd.instructions.loader import InstructionConfig, InstructionFiles
+from memoryd.project import ProjectMemory
+from memoryd.registry import ProjectRegistry
+
+LIFECYCLE_FILES = frozenset({core_bank.DECISION_LOG, core_bank.PROGRESS})
+LIFECYCLE_TAG = "memory-bank"
+_T = TypeVar("_T")
+DIRECT_CACHE = {"backend": "disk", "sync": "immediate"}  # until the seed 002 cache exists
+
+
+def build_llm(settings: BanksSettings, environ: Mapping[str, str]) -> LlmProcessor | None:
+    """The configured LLM processor, or None when no endpoint and model are set. The key is
+    read from the environment variable the settings name, never from the file."""
+    if not settings.llm_base_url or not settings.llm_model:
+        return None
+    key = environ.get(settings.llm_api_key_env) if settings.llm_api_key_env else None
+    return LlmProcessor(
+        settings.llm_base_url, settings.llm_model, key, timeout_s=settings.llm_timeout_s
+    )
+
+
+class BankService:
+    def __init__(
+        self,
+        registry: ProjectRegistry,
+        instructions: InstructionConfig,
+        *,
+        llm: LlmProcessor | None = None,
+        bank_roots: Sequence[Path] = (),
+        read_only_modes: Iterable[str] = ("ask",),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._registry = registry
+        self._instruction_config = instructions
+        self._llm = llm
+        self._bank_roots = tuple(bank_roots)
+        self._read_only = frozenset(m.casefold() for m in read_only_modes)
+        self._clock = clock
+        self._instructions: dict[Path, InstructionFiles] = {}
+
+    # -- the bank ---------------------------------------------------------------------------
+
+    def _project(self, cwd: str | None) -> tuple[ProjectMemory, Bank]:
+        project = self._registry.get(cwd)
+        return project, Bank(project.root)
+
+    def _check_writable(self, mode: str | None) -> None:
+        if mode is not None and mode.casefold() in self._read_only:
+            raise Forbidden(f"mode {mode!r} is read-only: the memory bank cannot be changed in it")
+
+    def init(self, cwd: str | None, brief: str | None) -> p.BankInitResult:
+        project, bank = self._project(cwd)
+        made = bank.init(brief)
+        self._after_write(project, bank, made.created)
+        return p.BankInitResult(created=made.created, existing=made.existing)
+
+    def validate(self, cwd: str | None) -> p.BankValidateResult:
+        return _convert(self._project(cwd)[1].validate(), p.BankValidateResult)
+
+    def read(self, cwd: str | None, name: str) -> p.BankReadResult:
+        content, modified = self._project(cwd)[1].read(name)
+        return p.BankReadResult(content=content, last_modified=modified)
+
+    def write(
+        self, cwd: str | None, name: str, content: str, mode: str | None, *, merge: bool
+    ) -> p.BankWriteResult:
+        self._check_writable(mode)
+        project, bank = self._project(cwd)
+        # The configured modes decide; the Bank's own check would add "ask" whatever they say.
+        path = bank.update(name, content) if merge else bank.write(name, content)
+        ingested = self._after_write(project, bank, [_bank_name(bank, path)])
+        return p.BankWriteResult(success=True, path=str(path), ingested=ingested)
+
+    def list_files(self, cwd: str | None) -> p.BankListResult:
+        infos = self._project(cwd)[1].list_files()
+        return p.BankListResult(files=[_convert(i, p.BankFileInfo) for i in infos])
+
+    def activate(self, cwd: str | None, mode: str | None, files: list[str]) -> p.BankActivateResult:
+        activation = self._project(cwd)[1].activate(mode, files)
+        result = _convert(activation, p.BankActivateResult)
+        result.cache = dict(DIRECT_CACHE)
+        return result
+
+    def process(
+        self, cwd: str | None, content: str, *, apply: bool, mode: str | None
+    ) -> p.BankProcessResult:
+        if apply:
+            self._check_writable(mode)
+        project, bank = self._project(cwd)
+        now = datetime.now(UTC)
+        # Nothing unredacted leaves the machine; the rules see the text the LLM would have seen.
+        processed = process_content(redact(content).text, self._llm, now)
+        result = p.BankProcessResult(
+            items=[_convert(i, p.BankItem) for i in processed.items],
+            source=processed.source,
+            fallback_reason=processed.fallback_reason,
+        )
+        if apply and processed.items:
+            texts, _refused = bank.contents()
+            changed = apply_items(texts, processed.items, now.date())
+            for name, text in changed.items():
+                bank.write(name, text)
+            result.applied = list(changed)
+            result.ingested = self._after_write(project, bank, list(changed))
+        return result
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def ingest(self, cwd: str | None) -> p.IngestResult:
+        project, bank = self._project(cwd)
+        return self._ingest(project, bank)
+
+    def _after_write(self, project: ProjectMemory, bank: Bank, names: Iterable[str]) -> int:
+        if LIFECYCLE_FILES.isdisjoint(names):
+            return 0
+        result = self._ingest(project, bank)
+        return result.decisions + result.completed
+
+    def _ingest(self, project: ProjectMemory, bank: Bank) -> p.IngestResult:
+        texts, _refused = bank.contents()
+        found = lifecycle_items(texts.get(core_bank.DECISION_LOG), texts.get(core_bank.PROGRESS))
+        now = self._clock()
+        candidates = [
+            core_entries.new_entry(
+                entry_id=uuid.uuid4().hex,
+                content=core_entries.clean_content(truncate(redact(item.content).text)),
+                category=item.category,
+                status="confirmed",
+                now=now,
+                source=p.Source(kind="memory-bank"),
+                tags=(LIFECYCLE_TAG,),
+                file_paths=(f"memory-bank/{item.file}",),
+            )
+            for item in found
+        ]
+        store = project.store
+        known = {e.fingerprint for e in candidates if store.find_fingerprint(e.fingerprint)}
+        event = plan_import(candidates, known)
+        if event.entries:
+            project.commit(event)
+        decisions = sum(1 for e in event.entries if e.category == "decision")
+        return p.IngestResult(
+            decisions=decisions,
+            completed=len(event.entries) - decisions,
+            duplicates=len(candidates) - len(event.entries),
+        )
+
+    # -- projects -----------------------------------------------------------------------------
+
+    def projects(self) -> p.ProjectsResult:
+        seen: dict[str, p.KnownProject] = {}
+        for project in self._registry.opened():
+            seen[str(project.root)] = p.KnownProject(name=project.root.name, path=str(project.root))
+        for name, directory in find_banks(self._bank_roots):
+            seen.setdefault(str(directory), p.KnownProject(name=name, path=str(directory)))
+        return p.ProjectsResult(projects=sorted(seen.values(), key=lambda k: k.path))
+
+    # -- instruction files --------------------------------------------------------------------
+
+    def _files(self, cwd: str | None) -> InstructionFiles:
+        root = self._registry.get(cwd).root
+        files = self._instructions.get(root)
+        if files is None:
+            files = self._instructions[root] = InstructionFiles(root, self._instruction_config)
+        return files
+
+    def files_list(self, cwd: str | None, *, refresh: bool = False) -> p.FilesListResult:
+        files = self._files(cwd)
+        if refresh:
+            files.refresh()
+        return msgspec.convert(files.files_list(), p.FilesListResult)
+
+    def files_show(self, cwd: str | None) -> p.FilesShowResult:
+        return msgspec.convert(self._files(cwd).files_show(), p.FilesShowResult)
+
+    def save_memory(self, req: p.SaveMemory) -> p.SaveMemoryResult:
+        saved = self._files(req.project).save_memory(
+            req.content, req.section, req.target, confirm=req.confirm
+        )
+        return _convert(saved, p.SaveMemoryResult)
+
+
+def _bank_name(bank: Bank, path: Path) -> str:
+    """The name of the file a write reached (through an internal link it may differ)."""
+    return path.relative_to(real_bank_dir(bank.dir)).as_posix()
+
+
+def _convert(value: object, kind: type[_T]) -> _T:
+    return msgspec.convert(msgspec.to_builtins(value), kind)

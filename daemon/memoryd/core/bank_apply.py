@@ -1,0 +1,52 @@
+"""Applying ``bank_process`` items to bank texts (the operations ``memoryd.core.bank_router``
+documents). Pure: the current texts and the items in, the new texts out; the bank service reads
+and writes the files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date
+
+from memoryd.core import bank
+from memoryd.core.bank_router import ProcessedItem, validate_item
+from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
+
+
+def apply_items(
+    texts: Mapping[str, str | None], items: Sequence[ProcessedItem], today: date
+) -> dict[str, str]:
+    """The new text of every file the items change, in the order first touched. Raises
+    ``BadRequest`` for an item the validator refuses and ``EntryNotFound`` for a target file
+    that does not exist (the bank is initialised first), before anything is planned."""
+    for item in items:
+        reason = validate_item(item)
+        if reason is not None:
+            raise BadRequest(f"item for {item.target_file} cannot be applied: {reason}")
+        if texts.get(item.target_file) is None:
+            raise EntryNotFound(
+                f"{item.target_file} does not exist; create the bank with `memctl bank init`"
+            )
+    changed: dict[str, str] = {}
+    for item in items:
+        current = changed.get(item.target_file, texts[item.target_file] or "")
+        changed[item.target_file] = _apply(current, item, today)
+    return changed
+
+
+def _apply(text: str, item: ProcessedItem, today: date) -> str:
+    section = item.metadata.get("section", "")
+    match item.operation_type:
+        case "append":
+            return bank.append_block(text, item.content)
+        case "append_to_section":
+            return bank.append_to_section(text, section, item.content)
+        case "replace_section":
+            return bank.replace_section(text, section, item.content)
+        case "complete_item":
+            wanted = item.metadata.get("item", "")
+            if wanted:
+                try:
+                    return bank.complete_progress_item(text, wanted, today)
+                except (EntryNotFound, Ambiguous):
+                    pass  # no single open item to move: record it as done all the same
+            return bank.append_to_section(text, section, item.content)

@@ -1,0 +1,225 @@
+"""Memory banks, lifecycle import and instruction files (SPEC §9, §10, §11), through the real
+memctl against the real daemon."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conftest import Env, memctl, ok_json
+
+SEVEN = [
+    "projectBrief.md",
+    "productContext.md",
+    "systemPatterns.md",
+    "techContext.md",
+    "activeContext.md",
+    "progress.md",
+    "decisionLog.md",
+]
+DECISION = (
+    "## Decision: Store memory in SQLite\n\n"
+    "- **Date**: 2026-01-02\n"
+    "- **Status**: Accepted\n"
+    "- **Decision**: One WAL database per project, journaled first.\n"
+)
+
+
+def _bank(env: Env) -> Path:
+    return env.project / "memory-bank"
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def test_init_creates_seven_and_never_overwrites(env: Env, daemon) -> None:
+    first = ok_json(env, "bank", "init", "--brief", "A ledger for plant watering")
+    assert first == {"created": SEVEN, "existing": []}
+    assert "plant watering" in (_bank(env) / "projectBrief.md").read_text()
+    (_bank(env) / "activeContext.md").write_text("# Active Context\n\nmine\n")
+    second = ok_json(env, "bank", "init", "--brief", "something else")
+    assert second == {"created": [], "existing": SEVEN}
+    assert (_bank(env) / "activeContext.md").read_text() == "# Active Context\n\nmine\n"
+
+
+def test_read_list_validate(env: Env, daemon) -> None:
+    empty = ok_json(env, "bank", "validate")
+    assert empty["valid"] is False and "progress.md" in empty["missing_required"]
+    ok_json(env, "bank", "init")
+    report = ok_json(env, "bank", "validate")
+    assert set(report) >= {"valid", "missing_required", "missing_recommended", "problems"}
+    assert report["valid"] is True and report["missing_required"] == []
+    read = ok_json(env, "bank", "read", "progress.md")
+    assert read["content"] == (_bank(env) / "progress.md").read_text()
+    assert read["last_modified"] > 0
+    files = ok_json(env, "bank", "list")["files"]
+    assert [f["name"] for f in files] == SEVEN
+    assert all(set(f) == {"name", "size", "last_modified"} and f["size"] > 0 for f in files)
+    human = memctl(env, "bank", "read", "progress.md")
+    assert human.code == 0 and human.stdout.startswith("# Progress")
+
+
+def test_write_and_update_from_stdin(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    written = ok_json(env, "bank", "write", "notes.md", stdin="# Notes\n\n## Ideas\n\n- one\n")
+    assert written["success"] is True and written["path"].endswith("memory-bank/notes.md")
+    assert (_bank(env) / "notes.md").read_text() == "# Notes\n\n## Ideas\n\n- one\n"
+    ok_json(env, "bank", "update", "notes.md", stdin="## Ideas\n\n- two\n")
+    assert "- two" in (_bank(env) / "notes.md").read_text()
+    missing = memctl(env, "bank", "update", "absent.md", stdin="## X\n\ny\n")
+    assert missing.code == 1 and "does not exist" in missing.stderr
+
+
+def test_security_refusals_change_nothing(env: Env, daemon, tmp_path: Path) -> None:
+    ok_json(env, "bank", "init")
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    (other / "memory-bank").mkdir()
+    secret = other / "memory-bank" / "projectBrief.md"
+    secret.write_text("# Other project's brief\n")
+    os.symlink(secret, _bank(env) / "escape.md")
+    before, before_other = _snapshot(_bank(env)), _snapshot(other / "memory-bank")
+    attempts = [
+        (("bank", "read", "../x.md"), "'..'"),
+        (("bank", "write", "../x.md"), "'..'"),
+        (("bank", "read", "/etc/passwd"), "absolute paths"),
+        (("bank", "write", "/etc/passwd"), "absolute paths"),
+        (("bank", "write", "notes.txt"), ".md files"),
+        (("bank", "read", "escape.md"), "symlink"),
+        (("bank", "write", "escape.md"), "symlink"),
+        (("bank", "update", "escape.md"), "symlink"),
+        (("bank", "write", "activeContext.md", "--mode", "ask"), "read-only"),
+        (("bank", "process", "--apply", "--mode", "ask"), "read-only"),
+    ]
+    for args, reason in attempts:
+        result = memctl(env, *args, stdin="# Pwned\n")
+        assert result.code == 1, args
+        assert "forbidden" in result.stderr and reason in result.stderr, (args, result.stderr)
+    assert _snapshot(_bank(env)) == before
+    assert _snapshot(other / "memory-bank") == before_other
+    assert not (env.project / "x.md").exists() and not (env.root / "x.md").exists()
+    # Isolation: the other project is reached only by naming it, and its writes stay there.
+    ok_json(env, "--project", str(other), "bank", "write", "activeContext.md", stdin="# A\n")
+    assert (other / "memory-bank" / "activeContext.md").read_text() == "# A\n"
+    assert _snapshot(_bank(env)) == before
+    assert ok_json(env, "bank", "read", "activeContext.md")["content"] != "# A\n"
+
+
+def test_decision_log_is_append_only(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    ok_json(env, "bank", "update", "decisionLog.md", stdin=DECISION)
+    before = (_bank(env) / "decisionLog.md").read_text()
+    dropped = memctl(env, "bank", "write", "decisionLog.md", stdin="# Decision Log\n")
+    assert dropped.code == 1 and "append-only" in dropped.stderr
+    assert (_bank(env) / "decisionLog.md").read_text() == before
+
+
+def test_process_routes_and_apply_writes(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    text = (
+        "We decided to use msgpack on the wire. Finished the socket layer. "
+        "Next: write the docs. Found a bug in the parser."
+    )
+    before = _snapshot(_bank(env))
+    routed = ok_json(env, "bank", "process", stdin=text)
+    assert _snapshot(_bank(env)) == before  # without --apply nothing is written
+    items = routed["items"]
+    assert all(set(i) >= {"target_file", "operation_type", "content", "metadata"} for i in items)
+    assert [(i["target_file"], i["operation_type"]) for i in items] == [
+        ("decisionLog.md", "append"),
+        ("progress.md", "complete_item"),
+        ("activeContext.md", "append_to_section"),
+        ("progress.md", "append_to_section"),
+    ]
+    applied = ok_json(env, "bank", "process", "--apply", stdin=text)
+    assert applied["applied"] == ["decisionLog.md", "progress.md", "activeContext.md"]
+    assert "## Decision: We decided to use msgpack" in (_bank(env) / "decisionLog.md").read_text()
+    progress = (_bank(env) / "progress.md").read_text()
+    assert "- [x] Finished the socket layer" in progress and "bug in the parser" in progress
+    assert "write the docs" in (_bank(env) / "activeContext.md").read_text()
+    for untouched in ("projectBrief.md", "techContext.md", "systemPatterns.md"):
+        assert (_bank(env) / untouched).read_bytes() == before[untouched]
+    # The decision and the completed item were ingested as entries right away.
+    assert applied["ingested"] == 2
+    categories = sorted(e["category"] for e in ok_json(env, "list")["entries"])
+    assert categories == ["decision", "task_progress"]
+
+
+def test_process_apply_needs_a_bank(env: Env, daemon) -> None:
+    result = memctl(env, "bank", "process", "--apply", stdin="We decided to use Go.")
+    assert result.code == 1 and "bank init" in result.stderr
+    assert not _bank(env).exists()
+
+
+def test_lifecycle_decision_becomes_one_searchable_entry(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    written = ok_json(env, "bank", "update", "decisionLog.md", stdin=DECISION)
+    assert written["ingested"] == 1
+    again = ok_json(env, "ingest")
+    assert again == {"decisions": 0, "completed": 0, "duplicates": 1}
+    assert ok_json(env, "bank", "ingest")["decisions"] == 0
+    entries = ok_json(env, "list")["entries"]
+    assert len(entries) == 1
+    entry = entries[0]
+    assert entry["category"] == "decision" and entry["source"]["kind"] == "memory-bank"
+    assert entry["content"].startswith("Decision: Store memory in SQLite")
+    found = ok_json(env, "search", "SQLite WAL database")["results"]
+    assert [r["id"] for r in found] == [entry["id"]]
+    audit = memctl(env, "audit", "-n", "50")
+    assert audit.code == 0 and audit.stdout.count(entry["id"]) == 1  # journaled, once
+
+
+def test_lifecycle_ingests_external_edits_on_request(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    progress = _bank(env) / "progress.md"
+    progress.write_text(
+        progress.read_text().replace(
+            "## Completed\n", "## Completed\n\n- [x] Ship the first release — 2026-01-03\n"
+        )
+    )
+    assert ok_json(env, "ingest") == {"decisions": 0, "completed": 1, "duplicates": 0}
+    assert ok_json(env, "ingest") == {"decisions": 0, "completed": 0, "duplicates": 1}
+    entry = ok_json(env, "list")["entries"][0]
+    assert entry["category"] == "task_progress" and "first release" in entry["content"]
+
+
+def test_activate_and_projects(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    (env.project / ".clinerules-code").write_text("Always run the tests.\n")
+    active = ok_json(env, "bank", "activate", "--mode", "code", "--file", "src/app.py")
+    assert set(active) == {"bank_info", "content", "custom_instructions", "cache"}
+    assert list(active["content"]) == SEVEN
+    assert any("run the tests" in r["content"] for r in active["custom_instructions"])
+    known = ok_json(env, "projects")["projects"]
+    assert {"name": "project", "path": str(env.project.resolve())} in known
+
+
+def test_files_show_list_with_import(env: Env, daemon) -> None:
+    (env.project / "docs").mkdir()
+    (env.project / "docs" / "style.md").write_text("Use four spaces.\n")
+    (env.project / "MEMORY.md").write_text("# Project memory\n\n@import docs/style.md\n")
+    listed = ok_json(env, "files", "list")
+    paths = [f["path"] for f in listed["files"]]
+    assert any(p.endswith("MEMORY.md") for p in paths)
+    imported = [f for f in listed["files"] if f["path"].endswith("docs/style.md")]
+    assert imported and imported[0]["imported_from"].endswith("MEMORY.md")
+    shown = ok_json(env, "files", "show")
+    assert "Use four spaces." in shown["text"] and "Project memory" in shown["text"]
+    (env.project / "docs" / "style.md").write_text("Use tabs.\n")
+    assert "Use four spaces." in ok_json(env, "files", "show")["text"]  # cached until refresh
+    ok_json(env, "files", "refresh")
+    assert "Use tabs." in ok_json(env, "files", "show")["text"]
+
+
+def test_save_memory_preview_then_yes(env: Env, daemon) -> None:
+    target = env.project / "MEMORY.md"
+    preview = ok_json(env, "save-memory", "Deploys go through CI only", "--section", "Rules")
+    assert preview["written"] is False and "+Deploys go through CI only" in preview["diff"]
+    assert not target.exists()
+    human = memctl(env, "save-memory", "Deploys go through CI only")
+    assert human.code == 0 and "--yes" in human.stdout and not target.exists()
+    saved = ok_json(env, "save-memory", "Deploys go through CI only", "--section", "Rules", "--yes")
+    assert saved["written"] is True and saved["path"] == str(target.resolve())
+    assert "## Rules" in target.read_text() and "Deploys go through CI only" in target.read_text()
+    assert "Deploys go through CI only" in ok_json(env, "files", "show")["text"]

@@ -1,0 +1,57 @@
+"""The bank service's LLM wiring: configured only when asked, key from the environment, text
+redacted before it leaves, rules when the endpoint fails."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from memoryd.background import BackgroundErrors
+from memoryd.banks.llm import LlmFailure
+from memoryd.banks.service import BankService, build_llm
+from memoryd.config import BanksSettings, StorageSettings
+from memoryd.core.bank_router import ProcessedItem
+from memoryd.instructions.loader import InstructionConfig
+from memoryd.registry import ProjectRegistry
+
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+
+
+class RecordingLlm:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def request_items(self, text: str, now: datetime | None = None) -> list[ProcessedItem]:
+        self.seen.append(text)
+        raise LlmFailure("connection", "refused")
+
+
+def test_llm_only_when_configured_and_key_from_environment() -> None:
+    assert build_llm(BanksSettings(), {}) is None
+    settings = BanksSettings(
+        llm_base_url="http://127.0.0.1:9/v1", llm_model="m", llm_api_key_env="MY_KEY"
+    )
+    llm = build_llm(settings, {"MY_KEY": "sk-test"})
+    assert llm is not None and "sk-test" not in repr(llm)
+    assert llm._api_key == "sk-test"
+
+
+def test_text_is_redacted_before_the_llm_and_rules_take_over(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    registry = ProjectRegistry(tmp_path / "data", StorageSettings(), BackgroundErrors())
+    llm = RecordingLlm()
+    service = BankService(
+        registry,
+        InstructionConfig.from_environ({"HOME": str(tmp_path)}),
+        llm=llm,  # type: ignore[arg-type]
+    )
+    try:
+        result = service.process(
+            str(project), f"We decided to rotate the key {SECRET}.", apply=False, mode=None
+        )
+    finally:
+        registry.close()
+    assert llm.seen and SECRET not in llm.seen[0]
+    assert result.source == "rules" and result.fallback_reason == "connection: refused"
+    assert result.items and all(SECRET not in item.content for item in result.items)
