@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tantivy
 
-from memctl.protocol import Entry
+from memctl.protocol import Category, Entry, Status
 from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.findings import SessionFinding
 from memoryd.core.retrieval import Candidate, RetrievalConfig
@@ -97,6 +97,43 @@ def directories(path: str) -> list[str]:
     return [parent] if parent else []
 
 
+def _doc(
+    doc_id: str,
+    kind: str,
+    content: str,
+    tags: Sequence[str],
+    file_paths: Sequence[str],
+    category: Category,
+    *,
+    archived: bool,
+    status: Status,
+    updated_at: float,
+    access_count: int,
+    session_id: str | None,
+) -> tantivy.Document:
+    """One searchable document: text fields for BM25 and the metadata columns scoring reads."""
+    doc = tantivy.Document(
+        id=doc_id,
+        kind=kind,
+        content=content,
+        content_raw=content,
+        tags=" ".join(tags),
+        file_paths=" ".join(file_paths),
+        category=category.replace("_", " "),
+        archived=int(archived),
+        category_code=CATEGORY_CODES[category],
+        status_code=STATUS_CODES[status],
+        updated_at=float(updated_at),
+        access_count=access_count,
+        session_key=session_key(session_id),
+    )
+    for path in file_paths:
+        doc.add_text("paths_exact", path)
+        for directory in directories(path):
+            doc.add_text("dirs", directory)
+    return doc
+
+
 @dataclass
 class Hits:
     """Candidates from one searcher; ``ids`` resolves chosen ones to entry ids."""
@@ -159,48 +196,34 @@ class SearchIndex:
     def _finding_document(self, f: SessionFinding, promoted: bool) -> tantivy.Document:
         """A finding of session memory, searchable before promotion; once promoted, its entry
         stands for it and the finding drops out of searches (indexed as archived)."""
-        doc = tantivy.Document(
-            id=FINDING_PREFIX + f.id,
-            kind="finding",
-            content=f.content,
-            content_raw=f.content,
-            tags=" ".join(f.tags),
-            file_paths=" ".join(f.file_paths),
-            category=f.category.replace("_", " "),
-            archived=int(promoted),
-            category_code=CATEGORY_CODES[f.category],
-            status_code=STATUS_CODES["candidate"],
+        return _doc(
+            FINDING_PREFIX + f.id,
+            "finding",
+            f.content,
+            f.tags,
+            f.file_paths,
+            f.category,
+            archived=promoted,
+            status="candidate",
             updated_at=0.0,
             access_count=0,
-            session_key=session_key(f.session_id),
+            session_id=f.session_id,
         )
-        for path in f.file_paths:
-            doc.add_text("paths_exact", path)
-            for directory in directories(path):
-                doc.add_text("dirs", directory)
-        return doc
 
     def _document(self, entry: Entry) -> tantivy.Document:
-        doc = tantivy.Document(
-            id=entry.id,
-            kind="entry",
-            content=entry.content,
-            content_raw=entry.content,
-            tags=" ".join(entry.tags),
-            file_paths=" ".join(entry.file_paths),
-            category=entry.category.replace("_", " "),
-            archived=int(entry.archived),
-            category_code=CATEGORY_CODES[entry.category],
-            status_code=STATUS_CODES[entry.status],
-            updated_at=float(entry.updated_at),
+        return _doc(
+            entry.id,
+            "entry",
+            entry.content,
+            entry.tags,
+            entry.file_paths,
+            entry.category,
+            archived=entry.archived,
+            status=entry.status,
+            updated_at=entry.updated_at,
             access_count=entry.access_count,
-            session_key=session_key(entry.source.session_id),
+            session_id=entry.source.session_id,
         )
-        for path in entry.file_paths:
-            doc.add_text("paths_exact", path)
-            for directory in directories(path):
-                doc.add_text("dirs", directory)
-        return doc
 
     def _commit(self, seq: int) -> None:
         self._writer.delete_documents_by_term("id", META_ID)

@@ -8,24 +8,17 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import date
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
+from memoryd.core.bank_rules import BankFile
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
 
 # Most stable first (seed 000 §2.2). Sessions read 1→7; updates go the other way (7→1, as
 # seed §2.2 and §14 and SPEC §10 say; seed §5.2's list differs slightly), so the volatile files
 # are written before a session can end and the stable ones only when needed.
-FILES: tuple[str, ...] = (
-    "projectBrief.md",
-    "productContext.md",
-    "systemPatterns.md",
-    "techContext.md",
-    "activeContext.md",
-    "progress.md",
-    "decisionLog.md",
-)
+FILES: tuple[str, ...] = get_args(BankFile)  # the one spelling of the seven names
 READ_ORDER = FILES
 UPDATE_ORDER = tuple(reversed(FILES))
 REQUIRED: tuple[str, ...] = ("projectBrief.md", "activeContext.md", "progress.md")
