@@ -289,3 +289,27 @@ def test_one_remember_prompt_is_one_entry(env: Env, daemon: Daemon) -> None:
     assert _session_end(env, path)["finalized"] is True
     lint = [e for e in ok_json(env, "list")["entries"] if "make lint" in e["content"]]
     assert len(lint) == 1 and lint[0]["status"] == "confirmed"
+
+
+def test_restart_continues_a_transcript_from_its_cursor(env: Env) -> None:
+    """After a clean restart, an unfinished transcript is read from where reading stopped, not
+    from its first byte; its episode still covers the whole session."""
+    path = _transcript(env)
+    daemon = Daemon(env).start()
+    try:
+        _append(path, [_record(env, "user", "Let's speed up the search page.", 0)])
+        _append(path, [_record(env, "assistant", "We decided to use a covering index.", 1)])
+        _until(lambda: ok_json(env, "search", "covering index")["results"], "the first turn")
+    finally:
+        assert daemon.stop() == 0  # a clean stop saves the cursors
+    again = Daemon(env).start()
+    try:
+        _append(path, [_record(env, "user", "Now cache the facet counts.", 2)])
+        _append(path, [_record(env, "assistant", "Turns out the facets were never cached.", 3)])
+        _until(lambda: ok_json(env, "search", "facets cached")["results"], "the second turn")
+        assert ok_json(env, "status")["capture"]["messages"] == 2  # only the new lines
+        assert _session_end(env, path)["finalized"] is True
+        episode = ok_json(env, "episodes")["episodes"][0]
+        assert episode["turns"] == 2 and "search page" in episode["goal"]
+    finally:
+        again.stop()

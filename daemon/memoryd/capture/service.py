@@ -48,9 +48,21 @@ CHECKPOINT_CONTEXT = 40
 
 
 class FileCursor(msgspec.Struct, kw_only=True):
+    """Where reading a transcript got to, and what the parser had learnt from the lines before
+    it, so a restart continues from here instead of reading the file again."""
+
     inode: int
     offset: int
     finalized: bool = False
+    session_id: str | None = None
+    parent_session_id: str | None = None
+    subagent_id: str | None = None
+    cwd: str | None = None
+
+
+# Agents whose parser needs nothing but the session's identity to continue mid-file. (A Gemini
+# file can rewind to any earlier message, so it is read again from its start.)
+RESUMABLE = frozenset({"claude", "codex"})
 
 
 @dataclass
@@ -68,6 +80,7 @@ class LiveSession:
     finalized: bool = False
     inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
     closed_before: bool = False  # finalized at least once in this run
+    resumed: bool = False  # continued from a saved cursor: earlier messages are not in memory
 
     @property
     def session_id(self) -> str:
@@ -181,9 +194,43 @@ class CaptureService:
         live = LiveSession(
             path, agent, parsers.new_state(agent, path), created_at=now, last_activity=now
         )
+        self._resume(live)
         self._live[path] = live
         self.stats["files"] += 1
         return live
+
+    def _resume(self, live: LiveSession) -> None:
+        known = self._cursors.get(live.path)
+        if known is None or known.session_id is None or live.agent not in RESUMABLE:
+            return
+        if live.path.endswith(".json"):
+            return
+        try:
+            info = os.stat(live.path)
+        except OSError:
+            return
+        if info.st_ino != known.inode or info.st_size < known.offset:
+            return  # replaced or truncated: a new transcript, read from its start
+        state = live.state
+        state.session_id, state.parent_session_id = known.session_id, known.parent_session_id
+        state.subagent_id, state.cwd = known.subagent_id, known.cwd
+        live.cursor = Cursor(path=live.path, inode=known.inode, offset=known.offset)
+        live.resumed = True
+        live.closed_before = known.finalized
+
+    def _all_messages(self, live: LiveSession) -> list[Message]:
+        """The whole transcript again, for the episode of a session resumed mid-file."""
+        state = parsers.new_state(live.agent, live.path)
+        cursor: Cursor | None = None
+        messages: list[Message] = []
+        while True:
+            chunk = read_new(live.path, cursor)
+            cursor = chunk.cursor
+            for offset, line in chunk.lines:
+                parsed = parsers.parse_line(live.agent, line, offset, state)
+                messages.extend(m for m in parsed if not m.injected)
+            if not chunk.lines and not chunk.skipped_long_lines:
+                return messages
 
     def _read(self, live: LiveSession) -> None:
         if live.path.endswith(".json"):
@@ -217,8 +264,15 @@ class CaptureService:
 
     def _remember_cursor(self, live: LiveSession) -> None:
         if live.cursor is not None:
+            state = live.state
             self._cursors[live.path] = FileCursor(
-                inode=live.cursor.inode, offset=live.cursor.offset, finalized=live.finalized
+                inode=live.cursor.inode,
+                offset=live.cursor.offset,
+                finalized=live.finalized,
+                session_id=state.session_id,
+                parent_session_id=state.parent_session_id,
+                subagent_id=state.subagent_id,
+                cwd=state.cwd or next((m.cwd for m in live.messages if m.cwd), None),
             )
             self._cursors_dirty = True
 
@@ -294,7 +348,7 @@ class CaptureService:
         """Close the session of ``path``: episode, promotion, audit. False when there was no
         session to close (unknown file, no project, auto-memory off, already closed)."""
         live = self._live.get(path)
-        if live is None or live.finalized or not live.messages:
+        if live is None or live.finalized or not (live.messages or live.resumed):
             return False
         project = self._project(live)
         if project is None or not self._enabled(project):
@@ -302,8 +356,9 @@ class CaptureService:
         # The first close reads the whole session (an error and its fix may be far apart); a
         # later one (Codex sends Stop after every turn) checkpoints what is new and decides on
         # the findings already recorded, so a turn never costs a pass over the whole transcript.
-        findings = self._checkpoint(live, full=not live.closed_before)
-        if live.closed_before:
+        incremental = live.closed_before or live.resumed
+        findings = self._checkpoint(live, full=not incremental)
+        if incremental:
             findings = project.store.findings(live.session_id)
         now = self._clock()
         decisions = self._decide(project, findings)
@@ -324,7 +379,7 @@ class CaptureService:
             episode_id=finding_id(live.session_id, "episode"),
             session_id=live.session_id,
             agent=live.agent,
-            messages=live.messages,
+            messages=self._all_messages(live) if live.resumed else live.messages,
             findings=findings,
             redact=_redact,
         )
