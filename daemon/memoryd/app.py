@@ -38,6 +38,7 @@ class Daemon:
         self.jobs: Jobs | None = None
         self.registry: ProjectRegistry | None = None
         self.capture: CaptureService | None = None
+        self.banks: BankService | None = None
 
     def run(self) -> int:
         started = time.monotonic()
@@ -80,6 +81,7 @@ class Daemon:
                 log=self.log,
             )
             self.capture = self._capture(errors)
+            self.banks = self._banks(self.registry)
             context = DaemonContext(
                 self.registry,
                 errors,
@@ -87,7 +89,7 @@ class Daemon:
                 self._request_stop,
                 recall,
                 self.capture,
-                self._banks(self.registry),
+                self.banks,
             )
             self.server = Server(
                 zctx,
@@ -177,9 +179,24 @@ class Daemon:
             assert self.capture is not None and self.server is not None
             self.capture.queue(watcher.scan(settings.backfill_days, time.time()))
             self.server.idle_work = self.capture.work_backlog
+            self._watch_banks(watcher)
             yield
         finally:
             watcher.stop()
+
+    def _watch_banks(self, watcher: TranscriptWatcher) -> None:
+        """External edits of decisionLog.md / progress.md become entries (SPEC §9): each open
+        project's memory-bank/ is watched, from when it opens or its bank is created."""
+        assert self.registry is not None and self.banks is not None
+        accept = BankService.is_lifecycle_file
+
+        def watch(root: Path) -> None:
+            watcher.watch_folder(str(root / "memory-bank"), accept)
+
+        self.registry.on_open = lambda project: watch(project.root)
+        self.banks.on_bank_created = watch
+        for project in self.registry.opened():
+            watch(project.root)
 
     def _request_stop(self, reason: str) -> None:
         if self.server is not None and not self.server.stopping:
@@ -195,7 +212,9 @@ class Daemon:
             case messages.ReloadRequested():
                 self._reload()
             case messages.FileChanged(path=path):
-                if self.capture is not None:
+                if self.banks is not None and BankService.is_lifecycle_file(path):
+                    self.banks.file_changed(path)
+                elif self.capture is not None:
                     self.capture.file_changed(path)
             case messages.Tick(job="index_commit"):
                 assert self.registry is not None

@@ -39,6 +39,7 @@ class ProjectRegistry:
         self._opener = opener
         self._open: OrderedDict[Path, ProjectMemory] = OrderedDict()
         self.max_open = max_open
+        self.on_open: Callable[[ProjectMemory], None] | None = None  # set by the composition root
 
     def root_for(self, cwd: str | None) -> Path:
         if not cwd:
@@ -56,6 +57,8 @@ class ProjectRegistry:
         if project is None:
             project = self._opener(root, self.data_root, self.settings, self._errors)
             self._open[root] = project
+            if self.on_open is not None:
+                self.on_open(project)
             self._close_least_recent()
         self._open.move_to_end(root)
         return project

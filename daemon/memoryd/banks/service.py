@@ -80,6 +80,8 @@ class BankService:
         self._read_only = frozenset(m.casefold() for m in read_only_modes)
         self._clock = clock
         self._instructions: dict[Path, InstructionFiles] = {}
+        # Set by the composition root: watch a bank folder once it exists.
+        self.on_bank_created: Callable[[Path], None] | None = None
 
     # -- the bank ---------------------------------------------------------------------------
 
@@ -94,6 +96,8 @@ class BankService:
     def init(self, cwd: str | None, brief: str | None) -> p.BankInitResult:
         project, bank = self._project(cwd)
         made = bank.init(brief)
+        if self.on_bank_created is not None:
+            self.on_bank_created(project.root)
         self._after_write(project, bank, made.created)
         return p.BankInitResult(created=made.created, existing=made.existing)
 
@@ -148,6 +152,21 @@ class BankService:
         return result
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    @staticmethod
+    def is_lifecycle_file(path: str) -> bool:
+        """decisionLog.md or progress.md directly in a ``memory-bank/`` folder."""
+        file = Path(path)
+        return file.name in LIFECYCLE_FILES and file.parent.name == "memory-bank"
+
+    def file_changed(self, path: str) -> int:
+        """A lifecycle file changed on disk (a user's edit, a ``git pull``): ingest what is new.
+        Returns how many entries it added."""
+        if not self.is_lifecycle_file(path):
+            return 0
+        project, bank = self._project(str(Path(path).parent.parent))
+        result = self._ingest(project, bank)
+        return result.decisions + result.completed
 
     def ingest(self, cwd: str | None) -> p.IngestResult:
         project, bank = self._project(cwd)

@@ -111,6 +111,7 @@ class TranscriptWatcher:
         self._worker: threading.Thread | None = None
         self._wake = threading.Condition()
         self._due: dict[str, float] = {}  # path -> monotonic time its on_change is due
+        self._folders: set[str] = set()  # extra folders added by watch_folder
 
     @property
     def missing_roots(self) -> list[str]:
@@ -149,6 +150,25 @@ class TranscriptWatcher:
         except OSError as error:
             log.warning("capture.root_unwatchable", root=root.path, error=str(error))
             self._missing.append(root.path)
+
+    def watch_folder(self, path: str, accept: Callable[[str], bool]) -> bool:
+        """Also report changes to the files directly in ``path`` that ``accept`` (e.g. a
+        project's ``memory-bank/``), through the same debounce. Callable while running; a folder
+        is watched once. False when it cannot be watched (absent, or not running)."""
+        folder = os.path.abspath(path)
+        observer = self._observer
+        if self._state is not RunState.RUNNING or observer is None or not os.path.isdir(folder):
+            return False
+        if folder in self._folders:
+            return True
+        try:
+            handler = _FolderHandler(accept, self._changed)
+            observer.schedule(handler, folder, recursive=False, event_filter=_EVENTS)
+        except OSError as error:
+            log.warning("watch.folder_unwatchable", folder=folder, error=str(error))
+            return False
+        self._folders.add(folder)
+        return True
 
     def stop(self) -> None:
         """Stop watching and join both threads. Idempotent; fine if never started. Changes still
@@ -247,3 +267,19 @@ def _mtime(path: str) -> float | None:
         return os.stat(path).st_mtime
     except OSError:
         return None  # deleted between listing and stat
+
+
+class _FolderHandler(FileSystemEventHandler):
+    """Forwards the accepted files of one folder to the watcher; runs on the observer thread."""
+
+    def __init__(self, accept: Callable[[str], bool], changed: Callable[[str], None]) -> None:
+        self._accept = accept
+        self._changed = changed
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.is_directory:
+            return
+        target = event.dest_path if isinstance(event, FileMovedEvent) else event.src_path
+        path = os.fsdecode(target)
+        if self._accept(path):
+            self._changed(path)
