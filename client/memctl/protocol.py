@@ -41,7 +41,6 @@ RequestId = (
     Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | Annotated[str, msgspec.Meta(max_length=128)]
 )
 Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
-ShortText = Annotated[str, msgspec.Meta(max_length=4096)]
 PathText = Annotated[str, msgspec.Meta(max_length=4096)]
 Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 

@@ -7,7 +7,6 @@ handed the part it needs. ``config.example.toml`` is rendered from this model by
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -324,8 +323,3 @@ def render_example() -> str:
             lines.append(f"# {sub.description}")
             lines.append(f"{key} = {_toml_value(sub.default)}")
     return "\n".join(lines) + "\n"
-
-
-def env_snapshot() -> dict[str, str]:
-    """The MEMORYD_ variables in effect, for the start-up log line."""
-    return {k: v for k, v in os.environ.items() if k.startswith("MEMORYD_")}

@@ -29,6 +29,15 @@ META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
 SCHEMA_VERSION = 4
 FINDING_PREFIX = "f:"
+
+
+def split_ids(doc_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Index document ids → (entry ids, finding ids without their ``f:`` prefix)."""
+    entries = [i for i in doc_ids if not i.startswith(FINDING_PREFIX)]
+    findings = [i[len(FINDING_PREFIX) :] for i in doc_ids if i.startswith(FINDING_PREFIX)]
+    return entries, findings
+
+
 FIELD_BOOSTS = {"content": 2.0, "tags": 1.5, "file_paths": 1.2, "category": 1.0}
 # Content and tags are stemmed ("deploys" finds "deploy"); the same analyzer runs on queries.
 STEMMED_FIELDS = frozenset({"content", "tags"})
@@ -260,8 +269,8 @@ class SearchIndex:
         if len(ids) > REBUILD_ABOVE:
             # Past this, deleting and re-adding one by one is slower than starting over.
             return self.rebuild(store)
-        entries = store.get_many([i for i in ids if not i.startswith(FINDING_PREFIX)])
-        finding_ids = [i[len(FINDING_PREFIX) :] for i in ids if i.startswith(FINDING_PREFIX)]
+        entry_ids, finding_ids = split_ids(ids)
+        entries = store.get_many(entry_ids)
         findings = store.get_findings(finding_ids) if finding_ids else {}
         promoted = store.promoted_findings(finding_ids) if finding_ids else set()
         for doc_id in ids:

@@ -295,8 +295,6 @@ class ProjectMemory:
             file_paths=core_entries.clean_paths(redact(f).text for f in line.file_paths),
         )
 
-    # ------------------------------------------------------------------ reading
-
     # ------------------------------------------------------------------ accesses, aliases, budget
 
     def record_access(self, ids: list[str], now: float) -> None:

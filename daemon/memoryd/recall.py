@@ -16,7 +16,7 @@ from memoryd.core import budget, conflicts, injection, retrieval
 from memoryd.core.findings import SessionFinding
 from memoryd.core.formatting import Item
 from memoryd.core.slo import SloMonitor
-from memoryd.index import FINDING_PREFIX
+from memoryd.index import FINDING_PREFIX, split_ids
 from memoryd.project import ProjectMemory
 
 SESSION_FINDINGS = 20
@@ -80,8 +80,8 @@ class Recall:
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
         found: dict[str, p.Entry | SessionFinding] = {}
-        found.update(project.store.get_many([i for i in ids if not i.startswith(FINDING_PREFIX)]))
-        finding_ids = [i[len(FINDING_PREFIX) :] for i in ids if i.startswith(FINDING_PREFIX)]
+        entry_ids, finding_ids = split_ids(ids)
+        found.update(project.store.get_many(entry_ids))
         if finding_ids:
             by_id = project.store.get_findings(finding_ids)
             found.update((FINDING_PREFIX + k, v) for k, v in by_id.items())

@@ -36,7 +36,3 @@ class Ambiguous(MemorydError):
 
 class Unavailable(MemorydError):
     code = ErrorCode.UNAVAILABLE
-
-
-class VersionMismatch(MemorydError):
-    code = ErrorCode.VERSION_MISMATCH

@@ -102,7 +102,7 @@ class SqliteStore:
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
         self.path = path
         try:
-            self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._conn = sqlite3.connect(path, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a commit is on disk before the client hears "ok", even across power loss.
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
