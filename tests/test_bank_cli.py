@@ -64,9 +64,17 @@ def test_write_and_update_from_stdin(env: Env, daemon) -> None:
     ok_json(env, "bank", "init")
     written = ok_json(env, "bank", "write", "notes.md", stdin="# Notes\n\n## Ideas\n\n- one\n")
     assert written["success"] is True and written["path"].endswith("memory-bank/notes.md")
-    assert (_bank(env) / "notes.md").read_text() == "# Notes\n\n## Ideas\n\n- one\n"
+    assert written["sync"] == "scheduled"  # in the cache now, on disk at the next sync
+    assert ok_json(env, "bank", "read", "notes.md")["content"] == "# Notes\n\n## Ideas\n\n- one\n"
     ok_json(env, "bank", "update", "notes.md", stdin="## Ideas\n\n- two\n")
-    assert "- two" in (_bank(env) / "notes.md").read_text()
+    assert "- two" in ok_json(env, "bank", "read", "notes.md")["content"]
+    assert ok_json(env, "bank", "sync") == {"pending": 0, "writing": False}
+    assert (_bank(env) / "notes.md").read_text() == "# Notes\n\n## Ideas\n\n- two\n"
+    human = memctl(env, "bank", "write", "notes.md", stdin="# Notes\n")
+    assert human.code == 0 and "on disk at the next sync" in human.stdout
+    synced = memctl(env, "bank", "sync")
+    assert synced.code == 0 and "on disk" in synced.stdout
+    assert (_bank(env) / "notes.md").read_text() == "# Notes\n"
     missing = memctl(env, "bank", "update", "absent.md", stdin="## X\n\ny\n")
     assert missing.code == 1 and "does not exist" in missing.stderr
 
@@ -101,6 +109,7 @@ def test_security_refusals_change_nothing(env: Env, daemon, tmp_path: Path) -> N
     assert not (env.project / "x.md").exists() and not (env.root / "x.md").exists()
     # Isolation: the other project is reached only by naming it, and its writes stay there.
     ok_json(env, "--project", str(other), "bank", "write", "activeContext.md", stdin="# A\n")
+    ok_json(env, "--project", str(other), "bank", "sync")
     assert (other / "memory-bank" / "activeContext.md").read_text() == "# A\n"
     assert _snapshot(_bank(env)) == before
     assert ok_json(env, "bank", "read", "activeContext.md")["content"] != "# A\n"
@@ -109,6 +118,7 @@ def test_security_refusals_change_nothing(env: Env, daemon, tmp_path: Path) -> N
 def test_decision_log_is_append_only(env: Env, daemon) -> None:
     ok_json(env, "bank", "init")
     ok_json(env, "bank", "update", "decisionLog.md", stdin=DECISION)
+    ok_json(env, "bank", "sync")
     before = (_bank(env) / "decisionLog.md").read_text()
     dropped = memctl(env, "bank", "write", "decisionLog.md", stdin="# Decision Log\n")
     assert dropped.code == 1 and "append-only" in dropped.stderr
@@ -134,6 +144,7 @@ def test_process_routes_and_apply_writes(env: Env, daemon) -> None:
     ]
     applied = ok_json(env, "bank", "process", "--apply", stdin=text)
     assert applied["applied"] == ["decisionLog.md", "progress.md", "activeContext.md"]
+    ok_json(env, "bank", "sync")
     assert "## Decision: We decided to use msgpack" in (_bank(env) / "decisionLog.md").read_text()
     progress = (_bank(env) / "progress.md").read_text()
     assert "- [x] Finished the socket layer" in progress and "bug in the parser" in progress

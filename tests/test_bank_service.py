@@ -7,8 +7,11 @@ from datetime import datetime
 from pathlib import Path
 
 from memoryd.background import BackgroundErrors
+from memoryd.banks.cache import BankCache
+from memoryd.banks.journal import BankJournal
 from memoryd.banks.llm import LlmFailure
 from memoryd.banks.service import BankService, build_llm
+from memoryd.banks.writer import FlushJob
 from memoryd.config import BanksSettings, StorageSettings
 from memoryd.core.bank_router import ProcessedItem
 from memoryd.instructions.loader import InstructionConfig
@@ -39,11 +42,16 @@ def test_llm_only_when_configured_and_key_from_environment() -> None:
 def test_text_is_redacted_before_the_llm_and_rules_take_over(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / ".git").mkdir(parents=True)
-    registry = ProjectRegistry(tmp_path / "data", StorageSettings(), BackgroundErrors())
+    jobs: list[FlushJob] = []
+    errors = BackgroundErrors()
+    registry = ProjectRegistry(tmp_path / "data", StorageSettings(), errors)
     llm = RecordingLlm()
+    journal = BankJournal(tmp_path / "bank-journal.jsonl")
+    cache = BankCache(journal, jobs.append, errors, conflicts_dir=tmp_path / "conflicts")
     service = BankService(
         registry,
         InstructionConfig.from_environ({"HOME": str(tmp_path)}),
+        cache,
         llm=llm,  # type: ignore[arg-type]
     )
     try:
@@ -52,6 +60,8 @@ def test_text_is_redacted_before_the_llm_and_rules_take_over(tmp_path: Path) -> 
         )
     finally:
         registry.close()
+        journal.close()
+    assert jobs == []  # nothing to write: the text was only routed
     assert llm.seen and SECRET not in llm.seen[0]
     assert result.source == "rules" and result.fallback_reason == "connection: refused"
     assert result.items and all(SECRET not in item.content for item in result.items)

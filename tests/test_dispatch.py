@@ -55,6 +55,7 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "bank_list",
         "bank_activate",
         "bank_process",
+        "bank_sync",  # beyond the SPEC list: flush the bank cache now (issue 5, seed 002)
         "projects",
         "files_show",
         "files_list",

@@ -11,6 +11,7 @@ answered ``hello``, and is waited out on an event, never by a blind sleep.
 from __future__ import annotations
 
 import random
+import re
 import signal
 import sqlite3
 import threading
@@ -137,9 +138,10 @@ class Writer(threading.Thread):
 class Killer:
     """Owns the daemon across kills: whatever happens, ``close`` leaves no daemon running."""
 
-    def __init__(self, env: Env) -> None:
+    def __init__(self, env: Env, extra: dict[str, str] | None = None) -> None:
         self.env = env
-        self.daemon = Daemon(env)
+        self.extra = extra
+        self.daemon = Daemon(env, extra)
         self.kills = 0
 
     def start(self) -> Killer:
@@ -180,7 +182,7 @@ class Killer:
                 if settle_before_restart:
                     with writer.busy:
                         pass
-                self.daemon = Daemon(self.env)
+                self.daemon = Daemon(self.env, self.extra)
                 self.daemon.start()
             writer.cycle = cycles
         finally:
@@ -399,3 +401,51 @@ def test_sigkill_during_import_keeps_each_request_whole(env: Env) -> None:
         f"{len(writer.outcomes)} imports, {len(writer.acked)} acknowledged, unacknowledged ones "
         f"left {[per_request[o.payload] for o in writer.unacked]} entries"
     )
+
+
+BANK_KILL_CYCLES = 10
+MAX_BANK_KILL_DELAY_S = 0.400  # several updates and, at a 50 ms interval, several syncs
+
+
+def test_sigkill_during_bank_updates_and_syncs_loses_and_doubles_nothing(env: Env) -> None:
+    """Bank changes are acknowledged once journaled and written by the writer thread later; kills
+    land before, during and after those writes. Every acknowledged decision is in decisionLog.md
+    on disk exactly once, in the order sent; one that got no answer at most once."""
+    rng = random.Random(SEED + 2)
+    run = uuid.uuid4().hex[:8]
+
+    def decision(n: int) -> tuple[str, protocol.Request]:
+        title = f"Kill {n:03d} {run}"
+        content = f"## Decision: {title}\n\n- **Status**: Accepted\n- **Decision**: {n}.\n"
+        return title, protocol.BankUpdate(
+            name="decisionLog.md", content=content, project=str(env.project)
+        )
+
+    killer = Killer(env, {"MEMORYD_BANKS__SYNC_INTERVAL_S": "0.05"})
+    writer = Writer(env, decision, REMEMBER_BUDGET_S)
+    try:
+        killer.start()
+        _call(env, protocol.BankInit())
+        # The request in flight at a kill gives up before the next daemon starts: a client retry
+        # of a non-idempotent append could otherwise be applied by both daemons.
+        killer.run(
+            writer,
+            BANK_KILL_CYCLES,
+            rng,
+            max_delay_s=MAX_BANK_KILL_DELAY_S,
+            open_project_first=True,
+            settle_before_restart=True,
+        )
+        assert writer.errors() == [], writer.errors()[:3]
+        acked = [o.payload for o in writer.acked]
+        assert len(acked) >= BANK_KILL_CYCLES, len(acked)
+        assert _call(env, protocol.BankSync()) == {"pending": 0, "writing": False}
+    finally:
+        killer.close()
+    text = (env.project / "memory-bank" / "decisionLog.md").read_text()
+    on_disk = re.findall(rf"## Decision: (Kill \d+ {run})", text)
+    counts = Counter(on_disk)
+    assert all(counts[title] == 1 for title in acked), [t for t in acked if counts[t] != 1]
+    assert all(n <= 1 for n in counts.values()), counts.most_common(3)
+    assert on_disk == sorted(on_disk)  # in the order sent
+    assert set(on_disk) <= {o.payload for o in writer.outcomes}

@@ -64,6 +64,7 @@ def test_scheduled_jobs_include_idle_and_quarantine() -> None:
             "index_commit",
             "capture_idle",
             "quarantine",
+            "bank_sync",
         }
     finally:
         ctx.term()

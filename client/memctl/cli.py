@@ -22,6 +22,7 @@ QUICK_BUDGET_S = 1.5
 BULK_BUDGET_S = 30.0
 IMPORT_CHUNK_BYTES = 3 * 1024 * 1024
 FOLLOW_WAIT_MS = 25_000
+SYNC_WAIT_MS = 20_000
 
 _json = msgspec.json.Encoder()
 
@@ -278,6 +279,11 @@ def cmd_bank(s: Session) -> None:
         case "process":
             request = protocol.BankProcess(content=sys.stdin.read(), apply=a.apply, mode=a.mode)
             s.emit(s.call(request, BULK_BUDGET_S), render.bank_process)
+        case "sync":
+            result = s.call(protocol.BankSync(wait_ms=SYNC_WAIT_MS), SYNC_WAIT_MS / 1000 + 5)
+            s.emit(result, render.bank_synced)
+            if result["pending"] or result["writing"]:
+                raise Failed("some memory bank changes are not on disk yet")
         case _:  # ingest
             cmd_ingest(s)
 
@@ -427,6 +433,7 @@ def _bank_parser(sub: Any) -> None:
     p = action("process", "route free text on stdin to bank updates")
     p.add_argument("--apply", action="store_true", help="write the updates to the bank")
     p.add_argument("--mode", help="the agent's mode (read-only modes refuse --apply)")
+    action("sync", "write pending bank changes to disk now, and wait for them")
     action("ingest", "import decisions and completed items as entries")
 
 

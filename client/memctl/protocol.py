@@ -335,6 +335,13 @@ class BankActivate(Request, tag="bank_activate"):
     files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
 
 
+class BankSync(Request, tag="bank_sync"):
+    """Write the memory bank's pending changes to disk now, and wait (up to ``wait_ms``) until
+    they are written. Without it they are written at the next periodic sync."""
+
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 10_000
+
+
 class BankProcess(Request, tag="bank_process"):
     """Route free text on stdin to memory bank updates; with --apply, write them."""
 
@@ -405,6 +412,7 @@ AnyRequest = (
     | BankList
     | BankActivate
     | BankProcess
+    | BankSync
     | Projects
     | FilesShow
     | FilesList
@@ -443,6 +451,7 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     BankList,
     BankActivate,
     BankProcess,
+    BankSync,
     Projects,
     FilesShow,
     FilesList,
@@ -671,11 +680,22 @@ class BankReadResult(msgspec.Struct, kw_only=True):
 
 class BankWriteResult(msgspec.Struct, kw_only=True):
     """``ingested``: entries the lifecycle import added after a write to decisionLog.md or
-    progress.md."""
+    progress.md. ``sync``: when the change reaches the file: "scheduled" (the next periodic
+    sync; readers through the daemon see it already), "immediate" (a large change, being written
+    now) or "unchanged" (the file already held this text)."""
 
     success: bool
     path: str
     ingested: int = 0
+    sync: str = "scheduled"
+
+
+class BankSyncResult(msgspec.Struct, kw_only=True):
+    """``pending``: changes still not on disk (a write failed and will be retried: see
+    ``previous_errors``); ``writing``: the writer had not finished when the wait ended."""
+
+    pending: int
+    writing: bool
 
 
 class BankFileInfo(msgspec.Struct, kw_only=True):

@@ -127,7 +127,19 @@ def bank_read(r: dict[str, Any]) -> str:
 
 def bank_written(r: dict[str, Any]) -> str:
     note = f" ({r['ingested']} new entries)" if r.get("ingested") else ""
-    return f"wrote {r['path']}{note}"
+    when = {
+        "scheduled": "; on disk at the next sync (memctl bank sync: now)",
+        "immediate": "; being written to disk now",
+    }.get(r.get("sync", ""), "")
+    return f"saved {r['path']}{note}{when}"
+
+
+def bank_synced(r: dict[str, Any]) -> str:
+    if r["writing"]:
+        return "the writer is still busy; run memctl bank sync again"
+    if r["pending"]:
+        return f"{r['pending']} change(s) could not be written yet (see the errors above)"
+    return "memory bank is on disk"
 
 
 def bank_list(r: dict[str, Any]) -> str:

@@ -16,7 +16,10 @@ from memctl import __version__, paths
 from memctl import protocol as p
 from memoryd import config, logs, messages, runtime
 from memoryd.background import BackgroundErrors
+from memoryd.banks.cache import BankCache
+from memoryd.banks.journal import BankJournal
 from memoryd.banks.service import BankService, build_llm
+from memoryd.banks.writer import BankWriter
 from memoryd.capture.service import CaptureService
 from memoryd.capture.watcher import TranscriptWatcher, WatchRoot
 from memoryd.core.extraction_rules import DEFAULT_RULES, load_user_rules
@@ -39,6 +42,7 @@ class Daemon:
         self.registry: ProjectRegistry | None = None
         self.capture: CaptureService | None = None
         self.banks: BankService | None = None
+        self.bank_writer: BankWriter | None = None
 
     def run(self) -> int:
         started = time.monotonic()
@@ -81,7 +85,7 @@ class Daemon:
                 log=self.log,
             )
             self.capture = self._capture(errors)
-            self.banks = self._banks(self.registry)
+            self.banks = self._banks(self.registry, zctx, errors, data_root)
             context = DaemonContext(
                 self.registry,
                 errors,
@@ -100,6 +104,8 @@ class Daemon:
                 log=self.log,
             )
             stack.callback(self.server.close)
+            # Before the server closes: the writer's last reports still reach the mailbox.
+            stack.callback(self._final_bank_sync)
             if socket_path is not None:
                 # We hold the lock, so a socket file left here is a dead daemon's.
                 socket_path.unlink(missing_ok=True)
@@ -112,6 +118,7 @@ class Daemon:
                 index_commit_s=self.settings.jobs.index_commit_s,
                 capture_idle_s=self.settings.jobs.capture_idle_check_s,
                 quarantine_s=self.settings.jobs.quarantine_check_s,
+                bank_sync_s=self.settings.banks.sync_interval_s,
             )
             self.jobs.start()
             stack.callback(self.jobs.shutdown)
@@ -135,15 +142,45 @@ class Daemon:
         self.log.info("stopped")
         return 0
 
-    def _banks(self, registry: ProjectRegistry) -> BankService:
+    def _banks(
+        self,
+        registry: ProjectRegistry,
+        zctx: zmq.Context[Any],
+        errors: BackgroundErrors,
+        data_root: Path,
+    ) -> BankService:
         settings = self.settings.banks
+        self.bank_writer = BankWriter(lambda: messages.post(zctx, messages.BanksWritten()))
+        cache = BankCache(
+            BankJournal(data_root / "bank-journal.jsonl"),
+            self.bank_writer.submit,
+            errors,
+            conflicts_dir=data_root / "bank-conflicts",
+            immediate_bytes=settings.sync_immediate_bytes,
+            dump_path=config.state_dir() / "cache_memory_dump.json"
+            if settings.debug_dump
+            else None,
+        )
+        self.bank_writer.start()
+        cache.sync()  # changes a crash left pending go to disk now, not a minute from now
         return BankService(
             registry,
             InstructionConfig.from_environ(os.environ),
+            cache,
+            sync_interval_s=settings.sync_interval_s,
             llm=build_llm(settings, os.environ),
             bank_roots=[Path(os.path.expanduser(r)) for r in settings.memory_bank_roots],
             read_only_modes=settings.read_only_modes,
         )
+
+    def _final_bank_sync(self) -> None:
+        """SIGTERM or shutdown: every pending bank change is written before the daemon exits."""
+        if self.banks is None or self.bank_writer is None:
+            return
+        self.banks.cache.sync()
+        self.bank_writer.stop()
+        self.banks.written(self.bank_writer.results())
+        self.banks.cache.close()
 
     def _capture(self, errors: BackgroundErrors) -> CaptureService | None:
         settings = self.settings.capture
@@ -224,6 +261,12 @@ class Daemon:
                     project.sync_index()
                 if self.capture is not None:
                     self.capture.save_cursors()
+            case messages.BanksWritten():
+                if self.banks is not None and self.bank_writer is not None:
+                    self.banks.written(self.bank_writer.results())
+            case messages.Tick(job="bank_sync"):
+                if self.banks is not None:
+                    self.banks.sync_due()
             case messages.Tick(job="capture_idle"):
                 if self.capture is not None:
                     self.capture.finalize_idle()
@@ -243,8 +286,14 @@ class Daemon:
             self.server.context.errors.record(f"configuration not reloaded: {exc}")
             return
         logs.configure(fresh.logging.level, _log_file(fresh))
-        if self.jobs is not None and fresh.jobs != self.settings.jobs:
-            self.jobs.reschedule(index_commit_s=fresh.jobs.index_commit_s)
+        if self.jobs is not None and (
+            fresh.jobs != self.settings.jobs
+            or fresh.banks.sync_interval_s != self.settings.banks.sync_interval_s
+        ):
+            self.jobs.reschedule(
+                index_commit_s=fresh.jobs.index_commit_s,
+                bank_sync_s=fresh.banks.sync_interval_s,
+            )
         restart_needed = [
             s for s in ("server", "storage") if getattr(fresh, s) != getattr(self.settings, s)
         ]

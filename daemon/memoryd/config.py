@@ -221,6 +221,20 @@ class BanksSettings(_Section):
     read_only_modes: list[str] = Field(
         ["ask"], description="Modes in which the memory bank cannot be changed."
     )
+    sync_interval_s: float = Field(
+        60,
+        ge=0.05,
+        le=3600,
+        description="Write the bank cache's pending changes to the markdown files this often (s).",
+    )
+    sync_immediate_bytes: int = Field(
+        4096, ge=0, description="A change larger than this (bytes) is written at once."
+    )
+    debug_dump: bool = Field(
+        False,
+        description="Write the whole bank cache to $XDG_STATE_HOME/memoryd/cache_memory_dump.json"
+        " after each sync (diagnostic only).",
+    )
 
 
 class LoggingSettings(_Section):

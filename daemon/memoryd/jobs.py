@@ -22,6 +22,7 @@ class Jobs:
         index_commit_s: float,
         capture_idle_s: float = CAPTURE_IDLE_CHECK_S,
         quarantine_s: float = QUARANTINE_CHECK_S,
+        bank_sync_s: float = 60.0,
     ) -> None:
         self._zctx = zctx
         self._scheduler = BackgroundScheduler(daemon=True)
@@ -29,6 +30,7 @@ class Jobs:
             ("index_commit", index_commit_s),  # also flushes access counts and capture cursors
             ("capture_idle", capture_idle_s),  # finalize sessions that went quiet
             ("quarantine", quarantine_s),  # review candidates past their 24 h
+            ("bank_sync", bank_sync_s),  # write the bank cache's pending changes
         ):
             self._scheduler.add_job(
                 self._post,
@@ -46,8 +48,9 @@ class Jobs:
     def _post(self, job: str) -> None:
         messages.post(self._zctx, messages.Tick(job))
 
-    def reschedule(self, *, index_commit_s: float) -> None:
+    def reschedule(self, *, index_commit_s: float, bank_sync_s: float) -> None:
         self._scheduler.reschedule_job("index_commit", trigger="interval", seconds=index_commit_s)
+        self._scheduler.reschedule_job("bank_sync", trigger="interval", seconds=bank_sync_s)
 
     def start(self) -> None:
         self._scheduler.start()

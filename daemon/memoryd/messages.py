@@ -23,6 +23,10 @@ class FileChanged(msgspec.Struct, tag="file_changed", frozen=True):
     path: str
 
 
+class BanksWritten(msgspec.Struct, tag="banks_written", frozen=True):
+    """The bank writer thread has results to collect."""
+
+
 class StopRequested(msgspec.Struct, tag="stop", frozen=True):
     reason: str
 
@@ -31,7 +35,7 @@ class ReloadRequested(msgspec.Struct, tag="reload", frozen=True):
     pass
 
 
-Internal = Tick | FileChanged | StopRequested | ReloadRequested
+Internal = Tick | FileChanged | BanksWritten | StopRequested | ReloadRequested
 
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Internal).decode

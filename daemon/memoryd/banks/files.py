@@ -4,6 +4,10 @@ write, update, list, validate, activate, complete a progress item, optimise.
 Every operation checks everything (mode, name, path, content, the decision log rule) before it
 touches the disk, so a refused request leaves the bank exactly as it was. Writes are atomic.
 
+The daemon serves banks through its cache (``memoryd.banks.cache``), which uses ``load`` and
+``store`` here; the write methods are the direct path, with the same rules
+(``memoryd.core.bank_ops``).
+
 ``write`` replaces a whole file. ``update`` merges sections into an existing file
 (``memoryd.core.bank_update``): decision entries are appended, history sections get new
 items, other sections are replaced by name. Both refuse in a read-only mode (``ask``)."""
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 
@@ -24,14 +28,38 @@ from memoryd.banks.clinerules import Instruction
 from memoryd.banks.paths import ARCHIVE_DIR, bank_dir_for, check_name, real_bank_dir, resolve
 from memoryd.banks.scan import scan_codebase
 from memoryd.core import bank
+from memoryd.core.bank_ops import (
+    MAX_FILE_BYTES,
+    Complete,
+    Op,
+    Update,
+    Write,
+    apply_op,
+    check_change,
+    text_hash,
+)
 from memoryd.core.bank_optimise import WARN_TOKENS, OptimisePlan, optimise
 from memoryd.core.bank_templates import render_templates
-from memoryd.core.bank_update import merge_update
 from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, TooLarge
 
 READ_ONLY_MODES = frozenset({"ask"})
-MAX_FILE_BYTES = 512 * 1024  # far above a healthy bank file (~4 KB); keeps one request bounded
 FILE_MODE = 0o644  # bank files live in the project's repository, readable like the code
+
+# What tells one version of a file from another without reading it: inode, size, modification
+# time in ns. An editor that saves in place changes the last two, one that renames the first.
+Sig = tuple[int, int, int]
+
+
+def file_sig(info: os.stat_result) -> Sig:
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def stat_sig(path: Path) -> Sig | None:
+    """The file's signature now, or None when it does not exist."""
+    try:
+        return file_sig(os.stat(path, follow_symlinks=False))
+    except FileNotFoundError:
+        return None
 
 
 class FileInfo(msgspec.Struct, frozen=True):
@@ -67,31 +95,31 @@ def _check_writable(mode: str | None) -> None:
         raise Forbidden(f"mode {mode!r} is read-only: the memory bank cannot be changed in it")
 
 
-def _encode(name: str, content: str) -> bytes:
-    data = content.encode("utf-8")
-    if len(data) > MAX_FILE_BYTES:
-        raise TooLarge(f"{name}: {len(data)} bytes is more than the {MAX_FILE_BYTES} allowed")
-    return data
-
-
 def _read_text(name: str, path: Path) -> tuple[str, float]:
-    """A bank file's text and modification time. O_NOFOLLOW and O_NONBLOCK: a symlink swapped
-    in after ``resolve`` is refused, and a FIFO cannot hang the daemon."""
+    """A bank file's text and modification time."""
+    text, info = read_file(name, path)
+    return text, info.st_mtime
+
+
+def read_file(name: str, path: Path) -> tuple[str, os.stat_result]:
+    """A bank file's text and its status, from the same open file. O_NOFOLLOW and O_NONBLOCK: a
+    symlink swapped in after ``resolve`` is refused, and a FIFO cannot hang the daemon."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         raise EntryNotFound(f"{name} does not exist in the memory bank") from None
     except OSError as exc:
         raise Forbidden(f"{name} cannot be opened: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # checked before fdopen, which refuses a directory
+        os.close(fd)
+        raise BadRequest(f"{name} is not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BadRequest(f"{name} is not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise TooLarge(f"{name} is larger than {MAX_FILE_BYTES} bytes")
         data = fh.read(MAX_FILE_BYTES + 1)
     try:
-        return data.decode("utf-8"), info.st_mtime
+        return data.decode("utf-8"), info
     except UnicodeDecodeError:
         raise BadRequest(f"{name} is not UTF-8 text") from None
 
@@ -109,7 +137,7 @@ class Bank:
         """The file's text and its modification time (epoch seconds)."""
         return _read_text(name, resolve(self.dir, name))
 
-    def _names(self) -> list[str]:
+    def names(self) -> list[str]:
         """Bank files on disk: the seven in read order, then other top-level ones, then the
         archive. Names a client could not use are left out."""
         found = []
@@ -125,7 +153,7 @@ class Bank:
 
     def list_files(self) -> list[FileInfo]:
         infos = []
-        for name in self._names():
+        for name in self.names():
             try:
                 info = resolve(self.dir, name).stat()
             except (Forbidden, OSError):
@@ -139,7 +167,7 @@ class Bank:
         archive) and the names present but refused (unsafe links, unreadable, too big)."""
         texts: dict[str, str | None] = dict.fromkeys(bank.READ_ORDER)
         refused = []
-        for name in self._names():
+        for name in self.names():
             if name.startswith(f"{ARCHIVE_DIR}/"):
                 continue
             try:
@@ -149,12 +177,18 @@ class Bank:
         return texts, refused
 
     def validate(self) -> bank.ValidationReport:
-        return _report(*self.contents())
+        return report(*self.contents())
 
-    def activate(self, mode: str | None, files: Sequence[str] = ()) -> Activation:
+    def activate(
+        self,
+        mode: str | None,
+        files: Sequence[str] = (),
+        contents: tuple[dict[str, str | None], list[str]] | None = None,
+    ) -> Activation:
         """Everything a session starts with: the bank in read order, the custom instructions
-        for this mode and these files, and the bank's state (seed 002 §2.2)."""
-        texts, refused = self.contents()
+        for this mode and these files, and the bank's state (seed 002 §2.2). ``contents``:
+        the bank as the daemon's cache has it, instead of as it is on disk."""
+        texts, refused = contents if contents is not None else self.contents()
         content = {name: text for name, text in texts.items() if text is not None}
         tokens = bank.bank_tokens(content)
         info = BankInfo(
@@ -162,7 +196,7 @@ class Bank:
             project_root=str(self.project_root),
             mode=mode,
             files=list(content),
-            validation=_report(texts, refused),
+            validation=report(texts, refused),
             tokens=tokens,
             over_budget=tokens > WARN_TOKENS,
         )
@@ -171,9 +205,12 @@ class Bank:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def init(self, brief: str | None = None) -> InitResult:
+    def init(
+        self, brief: str | None = None, exists: Callable[[str], bool] | None = None
+    ) -> InitResult:
         """Create the seven files from the templates, filled from ``brief`` and a scan of the
-        project. Existing files are never overwritten, whatever they hold."""
+        project. Existing files are never overwritten, whatever they hold; ``exists`` names the
+        files that exist elsewhere than on disk (in the daemon's cache, not yet written)."""
         if not self.project_root.is_dir():
             raise EntryNotFound(f"project directory {self.project_root} does not exist")
         files = render_templates(brief, scan_codebase(self.project_root))
@@ -181,7 +218,7 @@ class Bank:
         self._make_dirs(paths[bank.PROGRESS])
         created, existing = [], []
         for name, content in files.items():
-            if os.path.lexists(paths[name]):
+            if os.path.lexists(paths[name]) or (exists is not None and exists(name)):
                 existing.append(name)
                 continue
             write_atomic(paths[name], content.encode("utf-8"), FILE_MODE)
@@ -191,11 +228,15 @@ class Bank:
     def _current(self, name: str, path: Path) -> str | None:
         return _read_text(name, path)[0] if os.path.lexists(path) else None
 
-    def _make_dirs(self, path: Path) -> None:
+    def check_dir(self) -> None:
+        """Refuse early what would make every write fail."""
         if not self.project_root.is_dir():
             raise EntryNotFound(f"project directory {self.project_root} does not exist")
         if self.dir.exists() and not self.dir.is_dir():
             raise BadRequest(f"{self.dir} exists and is not a directory")
+
+    def _make_dirs(self, path: Path) -> None:
+        self.check_dir()
         self.dir.mkdir(exist_ok=True)
         path.parent.mkdir(exist_ok=True)  # the archive, for archive/ names
 
@@ -204,42 +245,49 @@ class Bank:
         from the name asked for, and the rules (append-only, merge) follow the real file."""
         return path.relative_to(real_bank_dir(self.dir)).as_posix()
 
-    def _store(self, name: str, path: Path, old: str | None, new: str) -> None:
-        data = _encode(name, new)
-        if self._real_name(path) == bank.DECISION_LOG:
-            reason = bank.check_decision_log(old, new)
-            if reason is not None:
-                raise Forbidden(reason)
+    def locate(self, name: str) -> tuple[Path, str]:
+        """Where ``name`` is, and the name of the real file (through an internal link it may
+        differ). Refused when the name or a link leads out of the bank."""
+        path = resolve(self.dir, name)
+        return path, self._real_name(path)
+
+    def load(self, name: str) -> tuple[Path, str, str | None, Sig | None]:
+        """As ``locate``, and the file's text and signature (None, None: it does not exist)."""
+        path, real = self.locate(name)
+        if not os.path.lexists(path):
+            return path, real, None, None
+        text, info = read_file(name, path)
+        return path, real, text, file_sig(info)
+
+    def store(self, path: Path, text: str) -> Sig:
+        """Write ``text`` atomically (keeping the file's permissions); its new signature."""
         self._make_dirs(path)
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else FILE_MODE
-        write_atomic(path, data, mode)
+        return file_sig(write_atomic(path, text.encode("utf-8"), mode))
+
+    def _store(self, name: str, path: Path, old: str | None, new: str) -> None:
+        check_change(self._real_name(path), old, new)
+        self.store(path, new)
+
+    def _change(self, name: str, op_for: Callable[[str | None], Op]) -> Path:
+        path, real, old, _sig = self.load(name)
+        self.store(path, apply_op(real, old, op_for(old)))
+        return path
 
     def write(self, name: str, content: str, mode: str | None = None) -> Path:
         """Create or replace a whole file (decisionLog.md: only keeping its existing entries)."""
         _check_writable(mode)
-        path = resolve(self.dir, name)
-        self._store(name, path, self._current(name, path), content)
-        return path
+        return self._change(name, lambda old: Write(content, text_hash(old)))
 
     def update(self, name: str, content: str, mode: str | None = None) -> Path:
         """Merge sections into an existing file (see ``memoryd.core.bank_update``)."""
         _check_writable(mode)
-        path = resolve(self.dir, name)
-        old = self._current(name, path)
-        if old is None:
-            raise EntryNotFound(f"{name} does not exist; create it with write or init")
-        self._store(name, path, old, merge_update(self._real_name(path), old, content))
-        return path
+        return self._change(name, lambda old: Update(content))
 
     def complete(self, item: str, when: date, mode: str | None = None) -> Path:
         """Move an open progress item to Completed, checked and dated."""
         _check_writable(mode)
-        path = resolve(self.dir, bank.PROGRESS)
-        old = self._current(bank.PROGRESS, path)
-        if old is None:
-            raise EntryNotFound(f"{bank.PROGRESS} does not exist; create it with init")
-        self._store(bank.PROGRESS, path, old, bank.complete_progress_item(old, item, when))
-        return path
+        return self._change(bank.PROGRESS, lambda old: Complete(item, when))
 
     def optimise(self, today: date, mode: str | None = None) -> OptimisePlan:
         """Apply the optimiser's plan. The archive is written before the items leave their file,
@@ -258,7 +306,8 @@ class Bank:
         return plan
 
 
-def _report(texts: dict[str, str | None], refused: list[str]) -> bank.ValidationReport:
+def report(texts: dict[str, str | None], refused: list[str]) -> bank.ValidationReport:
+    """The validation report of a bank's texts, the refused names counted as problems."""
     report = bank.validate(texts)
     if not refused:
         return report

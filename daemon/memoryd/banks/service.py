@@ -1,16 +1,14 @@
 """The memory bank and instruction file operations the handlers call (SPEC §9 lifecycle, §10,
 §11): each request reaches only the bank of the project its working directory resolves to.
 
-Bank writes go straight to disk, atomically, through ``memoryd.banks.files.Bank``.
-
-TODO(seed 002, SPEC §10 "In-memory cache"): the cache keyed ``{bank_type}:{bank_id}``, journaled
-updates and the 60 s FIFO writer (at once above 4 KB) with re-application over external edits
-are not built yet; ``bank_activate`` reports ``cache`` as direct disk access until they are.
+Banks are read and changed through the in-memory cache (``memoryd.banks.cache``): a change is
+journaled and acknowledged, and the FIFO writer thread (``memoryd.banks.writer``) puts it on disk
+at the next sync. ``bank_init`` is the exception: it only creates files that do not exist, and
+writes them at once.
 
 After every daemon-side change to decisionLog.md or progress.md the lifecycle import runs, so new
-decisions and completed items become entries at once. Edits made outside the daemon are picked up
-by the next change or an explicit ``ingest_lifecycle``: watching the files for them is not built
-yet (TODO, SPEC §9 "also done automatically when those files change").
+decisions and completed items become entries at once; edits made outside the daemon arrive
+through the watcher (``file_changed``) or an explicit ``ingest_lifecycle``.
 
 ``bank_process`` with an LLM configured sends the text, redacted, to the endpoint and waits for it
 on the owner thread (at most ``llm_timeout_s``).
@@ -20,6 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,15 +27,18 @@ from typing import TypeVar
 import msgspec
 
 from memctl import protocol as p
-from memoryd.banks.files import Bank
+from memoryd.banks.cache import BankCache
+from memoryd.banks.files import Bank, report
 from memoryd.banks.llm import LlmProcessor, process_content
 from memoryd.banks.paths import real_bank_dir
 from memoryd.banks.scan import find_banks
+from memoryd.banks.writer import FlushResult
 from memoryd.config import BanksSettings
 from memoryd.core import bank as core_bank
 from memoryd.core import entries as core_entries
 from memoryd.core.bank_apply import apply_items
 from memoryd.core.bank_lifecycle import lifecycle_items
+from memoryd.core.bank_ops import ApplyItems
 from memoryd.core.errors import Forbidden
 from memoryd.core.events import plan_import
 from memoryd.core.findings import truncate
@@ -48,7 +50,6 @@ from memoryd.registry import ProjectRegistry
 LIFECYCLE_FILES = frozenset({core_bank.DECISION_LOG, core_bank.PROGRESS})
 LIFECYCLE_TAG = "memory-bank"
 _T = TypeVar("_T")
-DIRECT_CACHE = {"backend": "disk", "sync": "immediate"}  # until the seed 002 cache exists
 
 
 def build_llm(settings: BanksSettings, environ: Mapping[str, str]) -> LlmProcessor | None:
@@ -67,13 +68,18 @@ class BankService:
         self,
         registry: ProjectRegistry,
         instructions: InstructionConfig,
+        cache: BankCache,
         *,
+        sync_interval_s: float = 60.0,
         llm: LlmProcessor | None = None,
         bank_roots: Sequence[Path] = (),
         read_only_modes: Iterable[str] = ("ask",),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._registry = registry
+        self.cache = cache
+        self._sync_interval_s = sync_interval_s
+        self._sync_requests: OrderedDict[str, None] = OrderedDict()
         self._instruction_config = instructions
         self._llm = llm
         self._bank_roots = tuple(bank_roots)
@@ -95,37 +101,42 @@ class BankService:
 
     def init(self, cwd: str | None, brief: str | None) -> p.BankInitResult:
         project, bank = self._project(cwd)
-        made = bank.init(brief)
+        made = bank.init(brief, exists=lambda name: self.cache.exists(project.root, name))
         if self.on_bank_created is not None:
             self.on_bank_created(project.root)
-        self._after_write(project, bank, made.created)
+        self._after_write(project, made.created)
         return p.BankInitResult(created=made.created, existing=made.existing)
 
     def validate(self, cwd: str | None) -> p.BankValidateResult:
-        return _convert(self._project(cwd)[1].validate(), p.BankValidateResult)
+        root = self._registry.get(cwd).root
+        return _convert(report(*self.cache.contents(root)), p.BankValidateResult)
 
     def read(self, cwd: str | None, name: str) -> p.BankReadResult:
-        content, modified = self._project(cwd)[1].read(name)
+        content, modified = self.cache.read(self._registry.get(cwd).root, name)
         return p.BankReadResult(content=content, last_modified=modified)
 
     def write(
         self, cwd: str | None, name: str, content: str, mode: str | None, *, merge: bool
     ) -> p.BankWriteResult:
+        # The configured modes decide; the Bank's own check would add "ask" whatever they say.
         self._check_writable(mode)
         project, bank = self._project(cwd)
-        # The configured modes decide; the Bank's own check would add "ask" whatever they say.
-        path = bank.update(name, content) if merge else bank.write(name, content)
-        ingested = self._after_write(project, bank, [_bank_name(bank, path)])
-        return p.BankWriteResult(success=True, path=str(path), ingested=ingested)
+        change = self.cache.update if merge else self.cache.write
+        submitted = change(project.root, name, content)
+        ingested = self._after_write(project, [_bank_name(bank, submitted.path)])
+        return p.BankWriteResult(
+            success=True, path=str(submitted.path), ingested=ingested, sync=submitted.sync
+        )
 
     def list_files(self, cwd: str | None) -> p.BankListResult:
-        infos = self._project(cwd)[1].list_files()
+        infos = self.cache.listing(self._registry.get(cwd).root)
         return p.BankListResult(files=[_convert(i, p.BankFileInfo) for i in infos])
 
     def activate(self, cwd: str | None, mode: str | None, files: list[str]) -> p.BankActivateResult:
-        activation = self._project(cwd)[1].activate(mode, files)
+        project, bank = self._project(cwd)
+        activation = bank.activate(mode, files, self.cache.contents(project.root))
         result = _convert(activation, p.BankActivateResult)
-        result.cache = dict(DIRECT_CACHE)
+        result.cache = self.cache.describe(project.root, self._sync_interval_s)
         return result
 
     def process(
@@ -133,7 +144,7 @@ class BankService:
     ) -> p.BankProcessResult:
         if apply:
             self._check_writable(mode)
-        project, bank = self._project(cwd)
+        project = self._registry.get(cwd)
         now = datetime.now(UTC)
         # Nothing unredacted leaves the machine; the rules see the text the LLM would have seen.
         processed = process_content(redact(content).text, self._llm, now)
@@ -143,12 +154,14 @@ class BankService:
             fallback_reason=processed.fallback_reason,
         )
         if apply and processed.items:
-            texts, _refused = bank.contents()
+            texts, _refused = self.cache.contents(project.root)
+            # Checked over every file first, so that an item refused leaves all files as they are.
             changed = apply_items(texts, processed.items, now.date())
-            for name, text in changed.items():
-                bank.write(name, text)
+            for name in changed:
+                items = [i for i in processed.items if i.target_file == name]
+                self.cache.apply(project.root, name, ApplyItems(items, now.date()))
             result.applied = list(changed)
-            result.ingested = self._after_write(project, bank, list(changed))
+            result.ingested = self._after_write(project, list(changed))
         return result
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -164,22 +177,22 @@ class BankService:
         Returns how many entries it added."""
         if not self.is_lifecycle_file(path):
             return 0
-        project, bank = self._project(str(Path(path).parent.parent))
-        result = self._ingest(project, bank)
+        project = self._registry.get(str(Path(path).parent.parent))
+        self.cache.reload(project.root, Path(path).name)
+        result = self._ingest(project)
         return result.decisions + result.completed
 
     def ingest(self, cwd: str | None) -> p.IngestResult:
-        project, bank = self._project(cwd)
-        return self._ingest(project, bank)
+        return self._ingest(self._registry.get(cwd))
 
-    def _after_write(self, project: ProjectMemory, bank: Bank, names: Iterable[str]) -> int:
+    def _after_write(self, project: ProjectMemory, names: Iterable[str]) -> int:
         if LIFECYCLE_FILES.isdisjoint(names):
             return 0
-        result = self._ingest(project, bank)
+        result = self._ingest(project)
         return result.decisions + result.completed
 
-    def _ingest(self, project: ProjectMemory, bank: Bank) -> p.IngestResult:
-        texts, _refused = bank.contents()
+    def _ingest(self, project: ProjectMemory) -> p.IngestResult:
+        texts, _refused = self.cache.contents(project.root)
         found = lifecycle_items(texts.get(core_bank.DECISION_LOG), texts.get(core_bank.PROGRESS))
         now = self._clock()
         candidates = [
@@ -206,6 +219,34 @@ class BankService:
             completed=len(event.entries) - decisions,
             duplicates=len(candidates) - len(event.entries),
         )
+
+    # -- sync ----------------------------------------------------------------------------------
+
+    def sync_due(self) -> None:
+        """The periodic sync: every file with pending changes goes to the writer."""
+        self.cache.sync()
+        self.cache.dump()
+
+    def written(self, results: Iterable[FlushResult]) -> None:
+        """The writer's reports, collected on the owner thread."""
+        for result in results:
+            self.cache.flushed(result)
+        self.cache.dump()
+
+    def sync_now(self, request_id: str, cwd: str | None) -> Path:
+        """Hand this project's pending changes to the writer now, once per request however
+        often a parked request is run again; the project root, to wait on with
+        ``cache.busy``."""
+        root = self._registry.get(cwd).root
+        if request_id not in self._sync_requests:
+            self._sync_requests[request_id] = None
+            while len(self._sync_requests) > 64:
+                self._sync_requests.popitem(last=False)
+            self.cache.sync(root)
+        return root
+
+    def sync_state(self, root: Path) -> p.BankSyncResult:
+        return p.BankSyncResult(pending=self.cache.pending(root), writing=self.cache.busy(root))
 
     # -- projects -----------------------------------------------------------------------------
 

@@ -34,5 +34,11 @@ class Ambiguous(MemorydError):
     code = ErrorCode.CONFLICT
 
 
+class Conflict(MemorydError):
+    """The text a change was made against is no longer there (a user edited the file)."""
+
+    code = ErrorCode.CONFLICT
+
+
 class Unavailable(MemorydError):
     code = ErrorCode.UNAVAILABLE

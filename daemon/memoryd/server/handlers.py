@@ -293,6 +293,17 @@ def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult:
     return _banks(ctx).process(req.project, req.content, apply=req.apply, mode=req.mode)
 
 
+def bank_sync(ctx: DaemonContext, req: p.BankSync) -> p.BankSyncResult | Parked:
+    banks = _banks(ctx)
+    root = banks.sync_now(str(req.id), req.project)  # run again when parked: hands over only once
+    state = banks.sync_state(root)
+    if not state.writing or req.wait_ms == 0:
+        return state
+    cache = banks.cache
+    deadline = time.monotonic() + req.wait_ms / 1000
+    return Parked(deadline, state, ready=lambda: not cache.busy(root))
+
+
 def projects(ctx: DaemonContext, req: p.Projects) -> p.ProjectsResult:
     return _banks(ctx).projects()
 
@@ -349,6 +360,7 @@ HANDLERS: dict[type[p.Request], Handler] = {
     p.BankList: bank_list,
     p.BankActivate: bank_activate,
     p.BankProcess: bank_process,
+    p.BankSync: bank_sync,
     p.Projects: projects,
     p.FilesShow: files_show,
     p.FilesList: files_list,

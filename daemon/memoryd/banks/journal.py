@@ -1,0 +1,149 @@
+"""The bank cache's write-ahead journal: ``bank-journal.jsonl`` in the data directory.
+
+A bank change is acknowledged once its operation is here, fsynced; the markdown file is written
+later by the writer thread. Three kinds of line:
+
+- ``op``: a change accepted for one file (the operation, not its result: ``core.bank_ops``);
+- ``flushing``: the writer was handed the file's operations up to ``upto``, and, if nobody edits
+  the file meanwhile, will leave it with the text of hash ``hash``;
+- ``flushed``: the writer reported the file written up to ``upto``.
+
+After a crash, an operation is still pending unless a ``flushed`` line covers it, or a
+``flushing`` line does and the file on disk has that line's hash (the daemon died after the
+rename, before hearing back). The journal is emptied whenever nothing is pending, so it stays
+small; only the owner thread writes it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from memoryd.atomic import write_atomic
+from memoryd.core.bank_ops import Op
+
+COMPACT_ABOVE = 1000  # lines; below it a journal with pending operations is left as it is
+
+
+class OpRecord(msgspec.Struct, tag="op", frozen=True, kw_only=True):
+    seq: int
+    ts: float
+    root: str  # the project directory; the bank is its memory-bank/
+    name: str  # the real file name inside the bank
+    op: Op
+
+
+class Flushing(msgspec.Struct, tag="flushing", frozen=True, kw_only=True):
+    root: str
+    name: str
+    upto: int
+    hash: str
+
+
+class Flushed(msgspec.Struct, tag="flushed", frozen=True, kw_only=True):
+    root: str
+    name: str
+    upto: int
+
+
+Record = OpRecord | Flushing | Flushed
+FileKey = tuple[str, str]  # (project root, file name)
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(Record).decode
+
+
+@dataclass
+class PendingFile:
+    """What the journal holds for one file after a restart."""
+
+    ops: list[OpRecord] = field(default_factory=list)
+    flushing: Flushing | None = None
+
+
+@dataclass
+class Recovered:
+    files: dict[FileKey, PendingFile]
+    last_seq: int
+    unreadable: int  # lines that could not be decoded (kept in the .bad file beside)
+
+
+class BankJournal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count = 0
+        self.recovered = self._load()
+        self.last_seq = self.recovered.last_seq
+        self._fh = open(path, "ab")  # noqa: SIM115 - held open for the journal's lifetime
+        os.chmod(path, 0o600)
+
+    def _load(self) -> Recovered:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return Recovered({}, 0, 0)
+        records, bad = [], []
+        for line in data.splitlines():
+            try:
+                records.append(_decode(line))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                bad.append(line)  # a torn last line, or one a newer version wrote
+        if bad:
+            with open(self.path.with_name(self.path.name + ".bad"), "ab") as fh:
+                fh.write(b"".join(line + b"\n" for line in bad))
+        self.count = len(records)
+        if bad or not data.endswith(b"\n"):
+            self._rewrite(records)  # appends start on a clean line again
+        return _recover(records, len(bad))
+
+    def append(self, record: Record) -> None:
+        """Journal ``record`` durably (flushed and fsynced before returning)."""
+        self._fh.write(_encode(record) + b"\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.count += 1
+        if isinstance(record, OpRecord):
+            self.last_seq = max(self.last_seq, record.seq)
+
+    def next_seq(self) -> int:
+        return self.last_seq + 1
+
+    def compact(self, keep: Iterable[Record]) -> None:
+        """Replace the journal by ``keep`` (the pending operations and the ``flushing`` lines
+        still in flight); an empty ``keep`` empties it."""
+        kept = list(keep)
+        if (kept and self.count <= COMPACT_ABOVE) or (not kept and self.count == 0):
+            return
+        self._fh.close()
+        self._rewrite(kept)
+        self._fh = open(self.path, "ab")  # noqa: SIM115
+
+    def _rewrite(self, records: list[Record]) -> None:
+        write_atomic(self.path, b"".join(_encode(r) + b"\n" for r in records))
+        self.count = len(records)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _recover(records: list[Record], unreadable: int) -> Recovered:
+    files: dict[FileKey, PendingFile] = {}
+    last_seq = 0
+    for record in records:
+        key = (record.root, record.name)
+        pending = files.setdefault(key, PendingFile())
+        match record:
+            case OpRecord(seq=seq):
+                pending.ops.append(record)
+                last_seq = max(last_seq, seq)
+            case Flushing():
+                pending.flushing = record
+            case Flushed(upto=upto):
+                pending.ops = [op for op in pending.ops if op.seq > upto]
+                if pending.flushing is not None and pending.flushing.upto <= upto:
+                    pending.flushing = None
+    return Recovered({k: v for k, v in files.items() if v.ops}, last_seq, unreadable)
