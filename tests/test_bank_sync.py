@@ -5,6 +5,7 @@ top (or the change is reported, never forced), and no reader sees a half-written
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -57,10 +58,10 @@ def test_changes_reach_disk_in_order_and_no_read_is_torn(env: Env) -> None:
 
         def reader() -> None:  # a user's tool reading the file while the writer replaces it
             while not stop.is_set():
-                try:
-                    seen.append(notes.read_text())
-                except FileNotFoundError:
-                    pass
+                with contextlib.suppress(FileNotFoundError):  # before the first write
+                    text = notes.read_text()
+                    if not seen or seen[-1] != text:  # each version once, torn ones included
+                        seen.append(text)
 
         thread = threading.Thread(target=reader)
         thread.start()
