@@ -234,3 +234,37 @@ def test_save_memory_preview_then_yes(env: Env, daemon) -> None:
     assert saved["written"] is True and saved["path"] == str(target.resolve())
     assert "## Rules" in target.read_text() and "Deploys go through CI only" in target.read_text()
     assert "Deploys go through CI only" in ok_json(env, "files", "show")["text"]
+
+
+def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    done = "".join(
+        f"- [x] Shipped work item {i} with a long enough description to weigh — 2026-0{1 + i % 9}-10\n"
+        for i in range(320)
+    )
+    progress = ok_json(env, "bank", "read", "progress.md")["content"]
+    progress = progress.replace("## Completed\n", "## Completed\n\n" + done, 1)
+    ok_json(env, "bank", "write", "progress.md", stdin=progress)
+    assert ok_json(env, "bank", "activate")["bank_info"]["over_budget"] is True
+
+    preview = ok_json(env, "bank", "optimise")
+    assert preview["applied"] is False and preview["changed"] == ["progress.md"]
+    assert preview["archived"] == ["archive/progress.md"]
+    assert 4000 <= preview["tokens_after"] <= 5000 < preview["tokens_before"]
+    assert "item 0 " in ok_json(env, "bank", "read", "progress.md")["content"]  # only a plan
+
+    refused = memctl(env, "bank", "optimise", "--apply", "--mode", "ask")
+    assert refused.code == 1 and "read-only" in refused.stderr
+    applied = ok_json(env, "bank", "optimise", "--apply")
+    assert applied["applied"] is True and applied["tokens_after"] == preview["tokens_after"]
+    assert ok_json(env, "bank", "activate")["bank_info"]["over_budget"] is False
+    ok_json(env, "bank", "sync")
+    kept = (_bank(env) / "progress.md").read_text()
+    archive = (_bank(env) / "archive" / "progress.md").read_text()
+    for i in range(320):  # every item is in exactly one of the two: nothing lost, none doubled
+        item = f"Shipped work item {i} with"
+        assert (item in kept) != (item in archive), i
+    assert archive.startswith("# Archive of progress.md")
+    assert "archive/progress.md" in [f["name"] for f in ok_json(env, "bank", "list")["files"]]
+    again = memctl(env, "bank", "optimise")
+    assert again.code == 0 and "nothing to optimise" in again.stdout

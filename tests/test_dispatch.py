@@ -56,6 +56,7 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "bank_activate",
         "bank_process",
         "bank_sync",  # beyond the SPEC list: flush the bank cache now (issue 5, seed 002)
+        "bank_optimise",  # beyond the SPEC list: the optimiser of SPEC §10 Bank budget
         "projects",
         "files_show",
         "files_list",

@@ -279,6 +279,9 @@ def cmd_bank(s: Session) -> None:
         case "process":
             request = protocol.BankProcess(content=sys.stdin.read(), apply=a.apply, mode=a.mode)
             s.emit(s.call(request, BULK_BUDGET_S), render.bank_process)
+        case "optimise":
+            optimise = protocol.BankOptimise(apply=a.apply, mode=a.mode)
+            s.emit(s.call(optimise, BULK_BUDGET_S), render.bank_optimised)
         case "sync":
             result = s.call(protocol.BankSync(wait_ms=SYNC_WAIT_MS), SYNC_WAIT_MS / 1000 + 5)
             s.emit(result, render.bank_synced)
@@ -432,6 +435,9 @@ def _bank_parser(sub: Any) -> None:
     p.add_argument("--file", action="append", default=[], help="a file you are working on")
     p = action("process", "route free text on stdin to bank updates")
     p.add_argument("--apply", action="store_true", help="write the updates to the bank")
+    p.add_argument("--mode", help="the agent's mode (read-only modes refuse --apply)")
+    p = action("optimise", "move completed and old items to archive/ when over 5,000 tokens")
+    p.add_argument("--apply", action="store_true", help="move them (default: show the plan)")
     p.add_argument("--mode", help="the agent's mode (read-only modes refuse --apply)")
     action("sync", "write pending bank changes to disk now, and wait for them")
     action("ingest", "import decisions and completed items as entries")

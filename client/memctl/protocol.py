@@ -335,6 +335,14 @@ class BankActivate(Request, tag="bank_activate"):
     files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
 
 
+class BankOptimise(Request, tag="bank_optimise"):
+    """Bring a bank above 5,000 tokens back into the 4-8 K band by moving completed and old items
+    to memory-bank/archive/ (SPEC §10 Bank budget). Without ``apply`` only shows the plan."""
+
+    apply: bool = False
+    mode: Mode | None = None
+
+
 class BankSync(Request, tag="bank_sync"):
     """Write the memory bank's pending changes to disk now, and wait (up to ``wait_ms``) until
     they are written. Without it they are written at the next periodic sync."""
@@ -413,6 +421,7 @@ AnyRequest = (
     | BankActivate
     | BankProcess
     | BankSync
+    | BankOptimise
     | Projects
     | FilesShow
     | FilesList
@@ -452,6 +461,7 @@ REQUEST_TYPES: tuple[type[Request], ...] = (
     BankActivate,
     BankProcess,
     BankSync,
+    BankOptimise,
     Projects,
     FilesShow,
     FilesList,
@@ -688,6 +698,18 @@ class BankWriteResult(msgspec.Struct, kw_only=True):
     path: str
     ingested: int = 0
     sync: str = "scheduled"
+
+
+class BankOptimiseResult(msgspec.Struct, kw_only=True):
+    """``changed``: bank files items leave; ``archived``: archive files they go to;
+    ``applied``: whether they were changed (with --apply, and only when there was a plan)."""
+
+    tokens_before: int
+    tokens_after: int
+    removed_tokens: int
+    changed: list[str]
+    archived: list[str]
+    applied: bool
 
 
 class BankSyncResult(msgspec.Struct, kw_only=True):

@@ -134,6 +134,17 @@ def bank_written(r: dict[str, Any]) -> str:
     return f"saved {r['path']}{note}{when}"
 
 
+def bank_optimised(r: dict[str, Any]) -> str:
+    if not r["changed"]:
+        return f"memory bank is {r['tokens_before']} tokens: nothing to optimise"
+    verb = "moved" if r["applied"] else "would move"
+    return (
+        f"{verb} {r['removed_tokens']} tokens from {', '.join(r['changed'])} to "
+        f"{', '.join(r['archived'])}: {r['tokens_before']} → {r['tokens_after']} tokens"
+        + ("" if r["applied"] else " (--apply to do it)")
+    )
+
+
 def bank_synced(r: dict[str, Any]) -> str:
     if r["writing"]:
         return "the writer is still busy; run memctl bank sync again"

@@ -36,6 +36,7 @@ from memoryd.banks.paths import ARCHIVE_DIR
 from memoryd.banks.writer import FlushJob, FlushResult
 from memoryd.core import bank as core_bank
 from memoryd.core.bank_ops import (
+    Append,
     ApplyItems,
     Complete,
     Failed,
@@ -430,5 +431,7 @@ def _op_text(op: Op) -> str:
             return content
         case Complete(item=item, day=day):
             return f"Move to Completed ({day.isoformat()}): {item}\n"
+        case Append(block=block):
+            return block
         case ApplyItems(items=items):
             return "\n\n".join(f"{i.target_file} {i.operation_type}: {i.content}" for i in items)

@@ -38,7 +38,7 @@ from memoryd.core.bank_ops import (
     check_change,
     text_hash,
 )
-from memoryd.core.bank_optimise import WARN_TOKENS, OptimisePlan, optimise
+from memoryd.core.bank_optimise import WARN_TOKENS, OptimisePlan, optimise, optimise_ops
 from memoryd.core.bank_templates import render_templates
 from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, TooLarge
 
@@ -295,14 +295,9 @@ class Bank:
         _check_writable(mode)
         texts, _refused = self.contents()
         plan = optimise(texts, today)
-        for name, block in plan.archived.items():
-            path = resolve(self.dir, name)
-            old = self._current(name, path)
-            header = old if old is not None else f"# Archive of {name.split('/', 1)[1]}\n"
-            self._store(name, path, old, header.rstrip("\n") + "\n\n" + block)
-        for name, text in plan.new_files.items():
-            path = resolve(self.dir, name)
-            self._store(name, path, texts[name], text)
+        for name, op in optimise_ops(texts, plan):
+            path, real, old, _sig = self.load(name)
+            self.store(path, apply_op(real, old, op))
         return plan
 
 

@@ -39,6 +39,7 @@ from memoryd.core import entries as core_entries
 from memoryd.core.bank_apply import apply_items
 from memoryd.core.bank_lifecycle import lifecycle_items
 from memoryd.core.bank_ops import ApplyItems
+from memoryd.core.bank_optimise import optimise, optimise_ops
 from memoryd.core.errors import Forbidden
 from memoryd.core.events import plan_import
 from memoryd.core.findings import truncate
@@ -163,6 +164,24 @@ class BankService:
             result.applied = list(changed)
             result.ingested = self._after_write(project, list(changed))
         return result
+
+    def optimise(self, cwd: str | None, *, apply: bool, mode: str | None) -> p.BankOptimiseResult:
+        if apply:
+            self._check_writable(mode)
+        root = self._registry.get(cwd).root
+        texts, _refused = self.cache.contents(root)
+        plan = optimise(texts, datetime.fromtimestamp(self._clock()).date())
+        ops = optimise_ops(texts, plan) if apply else []
+        for name, op in ops:
+            self.cache.apply(root, name, op)
+        return p.BankOptimiseResult(
+            tokens_before=plan.tokens_before,
+            tokens_after=plan.tokens_after,
+            removed_tokens=plan.removed_tokens,
+            changed=list(plan.new_files),
+            archived=list(plan.archived),
+            applied=bool(ops),
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 

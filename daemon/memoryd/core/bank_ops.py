@@ -48,6 +48,14 @@ class Complete(msgspec.Struct, tag="complete", frozen=True):
     day: date
 
 
+class Append(msgspec.Struct, tag="append", frozen=True):
+    """Add a block at the end of the file; a file that does not exist starts with ``header``
+    (the optimiser's archive)."""
+
+    block: str
+    header: str
+
+
 class ApplyItems(msgspec.Struct, tag="items", frozen=True):
     """``bank_process`` items for this file (``memoryd.core.bank_apply``)."""
 
@@ -55,7 +63,7 @@ class ApplyItems(msgspec.Struct, tag="items", frozen=True):
     day: date
 
 
-Op = Write | Update | Complete | ApplyItems
+Op = Write | Update | Complete | Append | ApplyItems
 
 
 def text_hash(text: str | None) -> str:
@@ -72,6 +80,8 @@ def op_size(op: Op) -> int:
             return len(content.encode("utf-8"))
         case Complete(item=item):
             return len(item.encode("utf-8"))
+        case Append(block=block):
+            return len(block.encode("utf-8"))
         case ApplyItems(items=items):
             return sum(len(i.content.encode("utf-8")) for i in items)
 
@@ -92,6 +102,8 @@ def apply_op(name: str, text: str | None, op: Op) -> str:
             new = merge_update(name, _existing(name, text), content)
         case Complete(item=item, day=day):
             new = complete_progress_item(_existing(name, text), item, day)
+        case Append(block=block, header=header):
+            new = (text if text is not None else header).rstrip("\n") + "\n\n" + block
         case ApplyItems(items=items, day=day):
             new = apply_items({name: text}, items, day)[name]
     check_change(name, text, new)

@@ -17,6 +17,7 @@ from datetime import date, timedelta
 import msgspec
 
 from memoryd.core.bank import ListItem, bank_tokens, find_section, list_items
+from memoryd.core.bank_ops import Append, Op, Write, text_hash
 
 WARN_TOKENS = 5000  # above this a bank is reported, and optimising takes it back under
 FLOOR_TOKENS = 4000  # never optimise below this: the bank is meant to carry 4–8 K of context
@@ -142,3 +143,14 @@ def optimise(files: Mapping[str, str | None], today: date) -> OptimisePlan:
         tokens_before=before,
         tokens_after=after,
     )
+
+
+def optimise_ops(files: Mapping[str, str | None], plan: OptimisePlan) -> list[tuple[str, Op]]:
+    """``plan`` (made from ``files``) as bank operations, the archive first: a crash, or a file
+    edited meanwhile, can leave an item in both places, never in neither."""
+    ops: list[tuple[str, Op]] = [
+        (name, Append(block, f"# Archive of {name.split('/', 1)[1]}\n"))
+        for name, block in plan.archived.items()
+    ]
+    ops += [(name, Write(text, text_hash(files[name]))) for name, text in plan.new_files.items()]
+    return ops

@@ -293,6 +293,10 @@ def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult:
     return _banks(ctx).process(req.project, req.content, apply=req.apply, mode=req.mode)
 
 
+def bank_optimise(ctx: DaemonContext, req: p.BankOptimise) -> p.BankOptimiseResult:
+    return _banks(ctx).optimise(req.project, apply=req.apply, mode=req.mode)
+
+
 def bank_sync(ctx: DaemonContext, req: p.BankSync) -> p.BankSyncResult | Parked:
     banks = _banks(ctx)
     root = banks.sync_now(str(req.id), req.project)  # run again when parked: hands over only once
@@ -361,6 +365,7 @@ HANDLERS: dict[type[p.Request], Handler] = {
     p.BankActivate: bank_activate,
     p.BankProcess: bank_process,
     p.BankSync: bank_sync,
+    p.BankOptimise: bank_optimise,
     p.Projects: projects,
     p.FilesShow: files_show,
     p.FilesList: files_list,
@@ -388,6 +393,7 @@ MUTATING: frozenset[type[p.Request]] = frozenset(
         p.BankWrite,
         p.BankUpdate,
         p.BankProcess,  # with apply
+        p.BankOptimise,  # with apply
         p.SaveMemory,  # when confirmed
         p.IngestLifecycle,
     }
