@@ -4,6 +4,8 @@ that a test can stop "the daemon" at any point between journal, rename and repor
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -16,6 +18,7 @@ from memoryd.banks.files import Bank
 from memoryd.banks.journal import BankJournal, OpRecord
 from memoryd.banks.writer import FlushJob, FlushResult, flush_file
 from memoryd.core.bank_ops import Complete, Update, Write, replay, text_hash
+from memoryd.core.errors import MemorydError, Unavailable
 
 DECISION = "## Decision: Use WAL\n\n- **Date**: 2026-11-21\n- **Status**: Accepted\n"
 
@@ -118,18 +121,21 @@ def test_edit_outside_the_daemon_reloads_and_pending_changes_apply_on_top(rig: R
     assert "theirs" in view and "- ours" in view
     rig.cache.sync()
     [result] = rig.run_jobs()
-    assert result.rebased is False  # the cache had already rebased on the user's version
+    assert result.stale is False  # the cache had already taken the user's version in
     assert rig.disk("activeContext.md") == view
     assert rig.messages() == []
 
 
-def test_user_edit_during_the_flush_is_rebased_by_the_writer(rig: Rig) -> None:
+def test_user_edit_during_the_flush_sends_the_file_back_for_rebasing(rig: Rig) -> None:
     rig.cache.update(rig.root, "activeContext.md", "## Next Steps\n\n- ours\n")
     rig.cache.sync()  # handed over; now the user saves before the writer runs
     path = rig.root / "memory-bank" / "activeContext.md"
     path.write_text(path.read_text().replace("## Current Focus\n", "## Current Focus\n\ntheirs\n"))
-    [result] = rig.run_jobs()
-    assert result.rebased is True
+    [stale] = rig.run_jobs()
+    assert stale.stale is True and "theirs" in (stale.text or "")
+    assert "- ours" not in rig.disk("activeContext.md")  # the writer wrote nothing
+    assert len(rig.jobs) == 1  # handed over again, made from the user's version
+    rig.run_jobs()
     text = rig.disk("activeContext.md")
     assert "theirs" in text and "- ours" in text
     assert rig.cache.read(rig.root, "activeContext.md")[0] == text
@@ -228,4 +234,98 @@ def test_oldest_change_is_handed_over_first(rig: Rig) -> None:
     rig.cache.read(rig.root, "activeContext.md")  # touching a file does not reorder anything
     rig.cache.sync()
     assert [job.name for job in rig.jobs] == ["progress.md", "activeContext.md"]
-    assert [seq for seq, _op in rig.jobs[0].ops] == [1, 3]
+    assert [job.upto for job in rig.jobs] == [3, 2]
+
+
+def test_rebased_write_then_death_before_the_report_applies_once(rig: Rig) -> None:
+    rig.cache.update(rig.root, "decisionLog.md", DECISION)
+    log = rig.root / "memory-bank" / "decisionLog.md"
+    rig.cache.sync()
+    log.write_text(log.read_text() + "\n## Decision: The user's own\n\n- **Status**: Accepted\n")
+    rig.run_jobs()  # stale: handed over again on top of the user's version
+    rig.run_jobs(report=False)  # written, and the daemon dies before hearing back
+    rig.journal.close()
+    rig.restart()
+    assert rig.cache.pending() == 0 and rig.cache.sync() == 0
+    text = rig.disk("decisionLog.md")
+    assert text.count("Use WAL") == 1 and "The user's own" in text
+
+
+def test_left_out_change_is_reported_even_if_the_daemon_died_after_the_write(rig: Rig) -> None:
+    rig.cache.read(rig.root, "techContext.md")
+    rig.cache.write(rig.root, "techContext.md", "# Tech Context\n\nours\n")
+    tech = rig.root / "memory-bank" / "techContext.md"
+    tech.write_text("# Tech Context\n\ntheirs\n")  # the whole-file write no longer applies
+    rig.cache.sync()
+    rig.run_jobs(report=False)
+    rig.journal.close()
+    rig.restart()
+    assert rig.cache.pending() == 0
+    [message] = rig.messages()
+    assert "was not applied" in message and "changed on disk" in message
+    saved = Path(message.rsplit("saved in ", 1)[1])
+    assert saved.read_text() == "# Tech Context\n\nours\n"
+    assert rig.disk("techContext.md") == "# Tech Context\n\ntheirs\n"
+
+
+def test_changes_set_aside_never_overwrite_each_other_across_restarts(rig: Rig) -> None:
+    saved = []
+    for attempt in ("first", "second"):  # both are change #1: the journal empties in between
+        rig.cache.read(rig.root, "techContext.md")
+        rig.cache.write(rig.root, "techContext.md", f"# Tech Context\n\n{attempt}\n")
+        (rig.root / "memory-bank" / "techContext.md").write_text(
+            f"# Tech Context\n\nuser {attempt}\n"
+        )
+        rig.cache.sync()
+        rig.run_jobs()
+        [message] = rig.messages()
+        saved.append(Path(message.rsplit("saved in ", 1)[1]))
+        rig.journal.close()
+        rig.restart()
+    assert saved[0] != saved[1]
+    assert [p.read_text() for p in saved] == [
+        f"# Tech Context\n\n{a}\n" for a in ("first", "second")
+    ]
+
+
+def test_change_that_cannot_be_saved_aside_stays_pending_and_nothing_is_stuck(rig: Rig) -> None:
+    (rig.state / "conflicts").write_text("not a folder")  # every set-aside fails
+    rig.cache.read(rig.root, "techContext.md")
+    rig.cache.write(rig.root, "techContext.md", "# Tech Context\n\nours\n")
+    (rig.root / "memory-bank" / "techContext.md").write_text("# Tech Context\n\ntheirs\n")
+    rig.cache.sync()
+    rig.run_jobs()
+    [message] = rig.messages()
+    assert "could not be saved aside" in message and "kept in the bank journal" in message
+    assert rig.cache.pending() == 1 and not rig.cache.busy()
+    assert rig.disk("techContext.md") == "# Tech Context\n\ntheirs\n"
+    (rig.state / "conflicts").unlink()  # fixed: the next sync sets it aside
+    rig.cache.sync()
+    rig.run_jobs()
+    assert rig.cache.pending() == 0 and "saved in" in rig.messages()[0]
+
+
+def test_journal_that_cannot_be_written_refuses_the_change(rig: Rig) -> None:
+    full = os.open("/dev/full", os.O_WRONLY)  # every write: ENOSPC
+    saved_fd = os.dup(rig.journal._fd)
+    os.dup2(full, rig.journal._fd)
+    try:
+        with pytest.raises(Unavailable, match="not saved"):
+            rig.cache.update(rig.root, "decisionLog.md", DECISION)
+    finally:
+        os.dup2(saved_fd, rig.journal._fd)
+        os.close(saved_fd)
+        os.close(full)
+    assert rig.cache.pending() == 0
+    assert DECISION not in rig.cache.read(rig.root, "decisionLog.md")[0]
+    rig.journal.close()
+    rig.restart()
+    assert rig.cache.pending() == 0  # nothing the client was refused comes back
+
+
+def test_bank_folder_replaced_by_a_file_is_a_clear_refusal(rig: Rig) -> None:
+    rig.cache.read(rig.root, "progress.md")
+    shutil.rmtree(rig.root / "memory-bank")
+    (rig.root / "memory-bank").write_text("oops")
+    with pytest.raises(MemorydError):
+        rig.cache.read(rig.root, "progress.md")

@@ -239,7 +239,7 @@ def test_save_memory_preview_then_yes(env: Env, daemon) -> None:
 def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> None:
     ok_json(env, "bank", "init")
     done = "".join(
-        f"- [x] Shipped work item {i} with a long enough description to weigh — 2026-0{1 + i % 9}-10\n"
+        f"- [x] Shipped work item {i} with a long enough description — 2026-0{1 + i % 9}-10\n"
         for i in range(320)
     )
     progress = ok_json(env, "bank", "read", "progress.md")["content"]

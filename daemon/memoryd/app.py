@@ -31,6 +31,8 @@ from memoryd.registry import ProjectRegistry
 from memoryd.server.handlers import DaemonContext
 from memoryd.server.loop import Server
 
+FINAL_SYNC_S = 10.0  # the most a stop waits for bank files to be written
+
 
 class Daemon:
     def __init__(self, settings: config.Settings, config_file: Path | None) -> None:
@@ -174,13 +176,24 @@ class Daemon:
         )
 
     def _final_bank_sync(self) -> None:
-        """SIGTERM or shutdown: every pending bank change is written before the daemon exits."""
+        """SIGTERM or shutdown: pending bank changes are written before the daemon exits, those
+        made while the writer had their file included. A write that fails is not retried here:
+        it stays in the journal and is written at the next start. Bounded by a deadline."""
         if self.banks is None or self.bank_writer is None:
             return
-        self.banks.cache.sync()
-        self.bank_writer.stop()
-        self.banks.written(self.bank_writer.results())
-        self.banks.cache.close()
+        cache, writer = self.banks.cache, self.bank_writer
+        deadline = time.monotonic() + FINAL_SYNC_S
+        cache.sync(retry_failed=False)
+        while cache.busy():
+            result = writer.next_result(deadline - time.monotonic())
+            if result is None:
+                self.log.error("bank_final_sync_timeout", pending=cache.pending())
+                break
+            self.banks.written([result, *writer.results()])
+            cache.sync(retry_failed=False)
+        if not writer.stop():
+            self.log.error("bank_writer_hung")
+        cache.close()
 
     def _capture(self, errors: BackgroundErrors) -> CaptureService | None:
         settings = self.settings.capture

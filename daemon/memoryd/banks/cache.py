@@ -21,8 +21,9 @@ import contextlib
 import hashlib
 import os
 import time
+import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +49,14 @@ from memoryd.core.bank_ops import (
     replay,
     text_hash,
 )
-from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, MemorydError, TooLarge
+from memoryd.core.errors import (
+    BadRequest,
+    EntryNotFound,
+    Forbidden,
+    MemorydError,
+    TooLarge,
+    Unavailable,
+)
 
 BANK_TYPE = "memory-bank"
 MAX_CLEAN_BANKS = 32  # banks kept with nothing pending; the least recently used are dropped
@@ -218,7 +226,13 @@ class BankCache:
         record = OpRecord(
             seq=self._journal.next_seq(), ts=self._clock(), root=str(root), name=file.name, op=op
         )
-        self._journal.append(record)
+        try:
+            self._journal.append(record)
+        except OSError as exc:
+            raise Unavailable(
+                f"the bank journal cannot be written ({exc.strerror or exc}); "
+                f"the change to {name} was not saved"
+            ) from None
         file.pending.append(record)
         file.text, file.changed_at = new, record.ts
         if op_size(op) > self._immediate_bytes:
@@ -242,48 +256,74 @@ class BankCache:
 
     # -- syncing -------------------------------------------------------------------------------
 
-    def sync(self, root: Path | None = None) -> int:
-        """Hand every file with pending operations (of one bank, or all) to the writer.
-        Returns how many files were handed over."""
+    def sync(self, root: Path | None = None, *, retry_failed: bool = True) -> int:
+        """Hand every file with pending operations (of one bank, or all) to the writer; with
+        ``retry_failed`` False, not those whose last write failed. Returns how many files were
+        handed over."""
         banks = [self.bank(root)] if root is not None else list(self._banks.values())
-        dirty = [(c, f) for c in banks for f in c.files.values() if f.pending and not f.flushing]
+        dirty = [
+            (cached, file)
+            for cached in banks
+            for file in cached.files.values()
+            if file.pending and not file.flushing and (retry_failed or file.last_error is None)
+        ]
         dirty.sort(key=lambda cf: cf[1].pending[0].seq)  # the oldest change goes first
         return sum(self._enqueue(cached, file) for cached, file in dirty)
 
     def _enqueue(self, cached: CachedBank, file: CachedFile) -> int:
+        """Journal what the writer is about to do, then hand it the file. The marker's hash is
+        of the exact text it may write, and its ``failed`` the operations that text leaves out:
+        after a crash, a file on disk with that hash says which operations are done."""
         if file.flushing is not None or not file.pending:
             return 0
-        if not file.loaded:
-            # On failure the writer meets the same problem, and reports it.
-            with contextlib.suppress(MemorydError, OSError):
-                self._refresh(file, cached.bank.locate(file.name)[0])
+        # An edit made since the file was loaded is taken in now, so that the text handed over
+        # is already the user's version with the operations on top. On failure the writer meets
+        # the same problem and reports it.
+        with contextlib.suppress(MemorydError, OSError):
+            self._refresh(file, cached.bank.locate(file.name)[0])
         upto = file.pending[-1].seq
-        file.flushing = Flushing(
-            root=str(cached.root), name=file.name, upto=upto, hash=text_hash(file.text)
+        marker = Flushing(
+            root=str(cached.root),
+            name=file.name,
+            upto=upto,
+            hash=text_hash(file.text),
+            failed=list(file.failed),
         )
-        self._journal.append(file.flushing)
+        self._journal.append(marker)
+        file.flushing = marker
         self._submit(
             FlushJob(
                 root=str(cached.root),
                 name=file.name,
                 base_hash=text_hash(file.base) if file.loaded else "unknown",
                 text=file.text,
-                ops=[(r.seq, r.op) for r in file.pending],
                 failed=list(file.failed),
                 upto=upto,
             )
         )
         return 1
 
-    def busy(self, root: Path) -> bool:
-        """Whether the writer still has a file of this bank."""
-        cached = self._banks.get(bank_key(root))
-        return cached is not None and any(f.flushing for f in cached.files.values())
+    def busy(self, root: Path | None = None) -> bool:
+        """Whether the writer still has a file (of this bank, or of any)."""
+        if root is None:
+            banks = list(self._banks.values())
+        else:
+            one = self._banks.get(bank_key(root))
+            banks = [one] if one is not None else []
+        return any(f.flushing for cached in banks for f in cached.files.values())
 
     def pending(self, root: Path | None = None) -> int:
         """Operations not on disk yet (of one bank, or all)."""
         banks = self._banks.values() if root is None else [self.bank(root)]
         return sum(len(f.pending) for cached in banks for f in cached.files.values())
+
+    def collect(self, results: Iterable[FlushResult]) -> None:
+        """The writer's reports, each on its own: one that fails must not strand the others."""
+        for result in results:
+            try:
+                self.flushed(result)
+            except (MemorydError, OSError) as exc:
+                self._errors.record(f"memory bank {result.name} in {result.root}: {exc}")
 
     def flushed(self, result: FlushResult) -> None:
         """The writer's report on one job."""
@@ -292,24 +332,31 @@ class BankCache:
         if cached is None or file is None or file.flushing is None:
             return  # cannot happen: a bank is never dropped while the writer has one of its files
         file.flushing = None
+        if result.stale:
+            # The file changed on disk since it was loaded: nothing was written. Take the user's
+            # version in, apply the operations on top, and hand that over under a new marker.
+            file.base, file.sig, file.loaded = result.text, result.sig, True
+            file.rebuild()
+            self._enqueue(cached, file)
+            return
         if result.error is not None and result.retry:
             self._report_retry(cached, file, result.error)
             return
         file.last_error = None
         done = [r for r in file.pending if r.seq <= result.upto]
-        file.pending = [r for r in file.pending if r.seq > result.upto]
         if result.error is not None:
-            for record in done:
-                self._set_aside(cached, record, result.error)
-            file.loaded = False  # whatever is there now is read again before it is served
+            reasons = {r.seq: result.error for r in done}
         else:
             reasons = {f.seq: f.reason for f in result.failed}
-            for record in done:
-                if record.seq in reasons:
-                    self._set_aside(cached, record, reasons[record.seq])
+        kept = self._set_aside_all(cached, [r for r in done if r.seq in reasons], reasons)
+        file.pending = kept + [r for r in file.pending if r.seq > result.upto]
+        if result.error is not None:
+            file.loaded = False  # whatever is there now is read again before it is served
+        else:
             file.base, file.sig, file.loaded = result.text, result.sig, True
-            file.rebuild()
-        self._journal.append(Flushed(root=result.root, name=result.name, upto=result.upto))
+        file.rebuild()
+        if not kept:
+            self._journal.append(Flushed(root=result.root, name=result.name, upto=result.upto))
         cached.last_sync = self._clock()
         if any(op_size(r.op) > self._immediate_bytes for r in file.pending):
             self._enqueue(cached, file)  # a large change came while the writer had the file
@@ -323,11 +370,32 @@ class BankCache:
                 f"{len(file.pending)} change(s) are kept and retried at the next sync"
             )
 
+    def _set_aside_all(
+        self, cached: CachedBank, records: list[OpRecord], reasons: dict[int, str]
+    ) -> list[OpRecord]:
+        """Set aside each record; those that could not be saved are returned, to stay pending
+        (and be tried again at the next sync) rather than be dropped."""
+        kept = []
+        for record in records:
+            try:
+                self._set_aside(cached, record, reasons[record.seq])
+            except OSError as exc:
+                kept.append(record)
+                self._errors.record(
+                    f"memory bank {record.name} in {cached.root}: change #{record.seq} does not "
+                    f"apply ({reasons[record.seq]}) and could not be saved aside "
+                    f"({exc.strerror or exc}); it is kept in the bank journal"
+                )
+        return kept
+
     def _set_aside(self, cached: CachedBank, record: OpRecord, reason: str) -> None:
         """Keep a change that could not be applied where the user can find it, and say so."""
         folder = self._conflicts_dir / f"{cached.root.name}-{_short_hash(str(cached.root))}"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = folder / f"{record.seq:06d}-{record.name.replace('/', '--')}"
+        # Sequence numbers start again after the journal empties: the name must be unique anyway.
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(record.ts))
+        unique = f"{stamp}-{record.seq}-{uuid.uuid4().hex[:8]}"
+        path = folder / f"{unique}-{record.name.replace('/', '--')}"
         write_atomic(path, _op_text(record.op).encode("utf-8"))
         self._errors.record(
             f"memory bank {record.name} in {cached.root}: change #{record.seq} "
@@ -356,8 +424,13 @@ class BankCache:
             file = cached.files[name] = CachedFile(name, pending=pending.ops)
             file.changed_at = pending.ops[-1].ts
             marker = pending.flushing
-            if marker is not None and self._disk_hash(cached, name) == marker.hash:
-                file.pending = [r for r in file.pending if r.seq > marker.upto]
+            if marker is None or self._disk_hash(cached, name) != marker.hash:
+                continue  # not written: every operation is applied again, over what is there
+            done = [r for r in file.pending if r.seq <= marker.upto]
+            left_out = {f.seq: f.reason for f in marker.failed}
+            kept = self._set_aside_all(cached, [r for r in done if r.seq in left_out], left_out)
+            file.pending = kept + [r for r in file.pending if r.seq > marker.upto]
+            if not kept:
                 self._journal.append(Flushed(root=root, name=name, upto=marker.upto))
         self._journal.compact(self._unsettled())
 

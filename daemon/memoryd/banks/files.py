@@ -58,7 +58,7 @@ def stat_sig(path: Path) -> Sig | None:
     """The file's signature now, or None when it does not exist."""
     try:
         return file_sig(os.stat(path, follow_symlinks=False))
-    except FileNotFoundError:
+    except OSError:  # gone, or its folder is no longer one: read again, and refused there
         return None
 
 

@@ -4,18 +4,22 @@ A bank change is acknowledged once its operation is here, fsynced; the markdown 
 later by the writer thread. Three kinds of line:
 
 - ``op``: a change accepted for one file (the operation, not its result: ``core.bank_ops``);
-- ``flushing``: the writer was handed the file's operations up to ``upto``, and, if nobody edits
-  the file meanwhile, will leave it with the text of hash ``hash``;
+- ``flushing``: the writer was handed the file's operations up to ``upto`` and will leave it
+  with the text of hash ``hash`` (those in ``failed`` left out), or write nothing if the file is
+  no longer the one the text was made from;
 - ``flushed``: the writer reported the file written up to ``upto``.
 
 After a crash, an operation is still pending unless a ``flushed`` line covers it, or a
 ``flushing`` line does and the file on disk has that line's hash (the daemon died after the
-rename, before hearing back). The journal is emptied whenever nothing is pending, so it stays
-small; only the owner thread writes it.
+rename, before hearing back; the writer never writes any other text, so the hash is proof).
+The journal is emptied whenever nothing is pending, so it stays small; only the owner thread
+writes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +28,7 @@ from pathlib import Path
 import msgspec
 
 from memoryd.atomic import write_atomic
-from memoryd.core.bank_ops import Op
+from memoryd.core.bank_ops import Failed, Op
 
 COMPACT_ABOVE = 1000  # lines; below it a journal with pending operations is left as it is
 
@@ -41,7 +45,8 @@ class Flushing(msgspec.Struct, tag="flushing", frozen=True, kw_only=True):
     root: str
     name: str
     upto: int
-    hash: str
+    hash: str  # of the text the writer may write ("" for none: nothing is written)
+    failed: list[Failed] = []  # operations up to ``upto`` the text leaves out, with why
 
 
 class Flushed(msgspec.Struct, tag="flushed", frozen=True, kw_only=True):
@@ -78,8 +83,13 @@ class BankJournal:
         self.count = 0
         self.recovered = self._load()
         self.last_seq = self.recovered.last_seq
-        self._fh = open(path, "ab")  # noqa: SIM115 - held open for the journal's lifetime
-        os.chmod(path, 0o600)
+        self._fd, self._size = self._open()
+
+    def _open(self) -> tuple[int, int]:
+        # Unbuffered: a failed append leaves nothing behind in a buffer for the next one to carry.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)
+        return fd, os.fstat(fd).st_size
 
     def _load(self) -> Recovered:
         try:
@@ -101,10 +111,19 @@ class BankJournal:
         return _recover(records, len(bad))
 
     def append(self, record: Record) -> None:
-        """Journal ``record`` durably (flushed and fsynced before returning)."""
-        self._fh.write(_encode(record) + b"\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Journal ``record`` durably (written and fsynced before returning). On failure (disk
+        full) the journal is cut back to where it was, so a change the client is told failed
+        cannot come back at the next start."""
+        line = _encode(record) + b"\n"
+        try:
+            if os.write(self._fd, line) != len(line):
+                raise OSError(errno.ENOSPC, "short write to the bank journal")
+            os.fsync(self._fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(line)
         self.count += 1
         if isinstance(record, OpRecord):
             self.last_seq = max(self.last_seq, record.seq)
@@ -118,16 +137,18 @@ class BankJournal:
         kept = list(keep)
         if (kept and self.count <= COMPACT_ABOVE) or (not kept and self.count == 0):
             return
-        self._fh.close()
-        self._rewrite(kept)
-        self._fh = open(self.path, "ab")  # noqa: SIM115
+        self._rewrite(kept)  # a new file: if this fails, the old one is still whole and open
+        os.close(self._fd)
+        self._fd, self._size = self._open()
 
     def _rewrite(self, records: list[Record]) -> None:
         write_atomic(self.path, b"".join(_encode(r) + b"\n" for r in records))
         self.count = len(records)
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def _recover(records: list[Record], unreadable: int) -> Recovered:

@@ -50,6 +50,7 @@ from memoryd.registry import ProjectRegistry
 
 LIFECYCLE_FILES = frozenset({core_bank.DECISION_LOG, core_bank.PROGRESS})
 LIFECYCLE_TAG = "memory-bank"
+UNIQUE_ID_CHARS = 16  # request ids this long are taken as unique (memctl sends 32 hex digits)
 _T = TypeVar("_T")
 
 
@@ -248,8 +249,7 @@ class BankService:
 
     def written(self, results: Iterable[FlushResult]) -> None:
         """The writer's reports, collected on the owner thread."""
-        for result in results:
-            self.cache.flushed(result)
+        self.cache.collect(results)
         self.cache.dump()
 
     def sync_now(self, request_id: str, cwd: str | None) -> Path:
@@ -257,7 +257,9 @@ class BankService:
         often a parked request is run again; the project root, to wait on with
         ``cache.busy``."""
         root = self._registry.get(cwd).root
-        if request_id not in self._sync_requests:
+        if len(request_id) < UNIQUE_ID_CHARS:  # a counter, not unique: cannot tell a re-run
+            self.cache.sync(root)
+        elif request_id not in self._sync_requests:
             self._sync_requests[request_id] = None
             while len(self._sync_requests) > 64:
                 self._sync_requests.popitem(last=False)

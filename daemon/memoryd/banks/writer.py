@@ -1,12 +1,13 @@
 """The FIFO writer (seed 002 §2.1): one thread that writes bank files, one job at a time, in the
 order the cache handed them over, so two writes of a file never race.
 
-A job carries the cache's text for the file and the operations behind it. If the file on disk is
-still the one the cache loaded, the text is written as it is; if the user changed it meanwhile,
-the operations are applied again on top of the user's version (``core.bank_ops.replay``) and
-those that no longer apply are left out and reported. Every write is atomic: a reader sees the
-old file or the new one. The thread touches no daemon state: results go back through a queue,
-and ``notify`` wakes the owner thread to collect them.
+A job carries the cache's text for the file and the hash of the disk text it was made from. The
+writer writes that text, atomically (a reader sees the old file or the new one), only if the file
+on disk is still the one the text was made from; if the user changed it meanwhile, nothing is
+written and the job comes back "stale" with the user's version, for the cache to apply its
+operations on top and hand the file over again. So the writer only ever writes a text the cache
+journaled the hash of, which is what makes recovery after a crash exact. The thread touches no
+daemon state: results go back through a queue, and ``notify`` wakes the owner thread.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from pathlib import Path
 import msgspec
 from msgspec.structs import replace
 
-from memoryd.banks.files import Bank, Sig
-from memoryd.core.bank_ops import Failed, Op, replay, text_hash
+from memoryd.banks.files import Bank, Sig, stat_sig
+from memoryd.core.bank_ops import Failed, text_hash
 from memoryd.core.errors import MemorydError
+
+STOP_TIMEOUT_S = 10.0
 
 
 class FlushJob(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,8 +32,7 @@ class FlushJob(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     base_hash: str  # the disk text the cache's text was made from
     text: str | None  # the cache's text: base with the operations applied
-    ops: list[tuple[int, Op]]
-    failed: list[Failed] = []  # operations the cache found not to apply on the base
+    failed: list[Failed] = []  # operations the text leaves out: they do not apply on the base
     upto: int  # the last operation's sequence number
 
 
@@ -38,11 +40,12 @@ class FlushResult(msgspec.Struct, frozen=True, kw_only=True):
     root: str
     name: str
     upto: int
-    # On success: the file as it now is on disk (None: it does not exist) and its signature.
+    # The file as it now is on disk (None: it does not exist) and its signature: written, or
+    # found changed (``stale``: nothing was written).
     text: str | None = None
     sig: Sig | None = None
-    rebased: bool = False  # the user's version was found on disk and the operations re-applied
-    failed: list[Failed] = []  # operations left out, with why
+    stale: bool = False
+    failed: list[Failed] = []  # operations left out of the text written, with why
     # On failure: why, and whether trying again later can help (an I/O error) or not (the
     # project is gone, the file became a symlink out of the bank, or is no longer text).
     error: str | None = None
@@ -58,14 +61,15 @@ def flush_file(job: FlushJob) -> FlushResult:
     bank = Bank(root)
     try:
         path, _real, disk, sig = bank.load(job.name)
-        if text_hash(disk) == job.base_hash:
-            text, failed, rebased = job.text, job.failed, False
-        else:
-            replayed = replay(job.name, disk, job.ops)
-            text, failed, rebased = replayed.text, replayed.failed, True
-        if text is not None and text != disk:
-            sig = bank.store(path, text)
-        return replace(done, text=text, sig=sig, rebased=rebased, failed=failed)
+        if text_hash(disk) != job.base_hash:
+            return replace(done, text=disk, sig=sig, stale=True)
+        if job.text is not None and job.text != disk:
+            if stat_sig(path) != sig:  # saved by the user since we read it: read it again
+                path, _real, disk, sig = bank.load(job.name)
+                return replace(done, text=disk, sig=sig, stale=True)
+            sig = bank.store(path, job.text)
+            disk = job.text
+        return replace(done, text=disk, sig=sig, failed=job.failed)
     except MemorydError as exc:
         return replace(done, error=str(exc))
     except OSError as exc:
@@ -97,11 +101,21 @@ class BankWriter:
             except queue.Empty:
                 return found
 
-    def stop(self) -> None:
-        """Finish the jobs already submitted, then end the thread."""
+    def next_result(self, timeout_s: float) -> FlushResult | None:
+        """Wait (at most ``timeout_s``) for the next result; for the final sync at shutdown,
+        when the owner thread no longer serves its mailbox."""
+        try:
+            return self._results.get(timeout=max(0.0, timeout_s))
+        except queue.Empty:
+            return None
+
+    def stop(self) -> bool:
+        """Finish the jobs already submitted, then end the thread. False when it did not end
+        in time (a hung file system): it is a daemon thread and dies with the process."""
         if self._thread.is_alive():
             self._jobs.put(_STOP)
-            self._thread.join()
+            self._thread.join(timeout=STOP_TIMEOUT_S)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not _STOP:
