@@ -329,3 +329,17 @@ def test_bank_folder_replaced_by_a_file_is_a_clear_refusal(rig: Rig) -> None:
     (rig.root / "memory-bank").write_text("oops")
     with pytest.raises(MemorydError):
         rig.cache.read(rig.root, "progress.md")
+
+
+def test_retry_of_a_change_a_dead_daemon_journaled_is_not_applied_again(rig: Rig) -> None:
+    request = "7f" * 16  # a client's unique request id
+    rig.cache.update(rig.root, "decisionLog.md", DECISION, request)
+    rig.journal.close()  # died before answering; the client retries against the next daemon
+    rig.restart()
+    again = rig.cache.update(rig.root, "decisionLog.md", DECISION, request)
+    assert again.sync == "scheduled" and rig.cache.pending() == 1
+    rig.cache.update(rig.root, "decisionLog.md", DECISION.replace("Use WAL", "Other"), "8e" * 16)
+    rig.cache.sync()
+    rig.run_jobs()
+    assert rig.disk("decisionLog.md").count("Use WAL") == 1
+    assert "Other" in rig.disk("decisionLog.md")

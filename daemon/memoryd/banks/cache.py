@@ -213,18 +213,29 @@ class BankCache:
 
     # -- changing ------------------------------------------------------------------------------
 
-    def change(self, root: Path, name: str, op_for: Callable[[str | None], Op]) -> Submit:
+    def change(
+        self, root: Path, name: str, op_for: Callable[[str | None], Op], request: str = ""
+    ) -> Submit:
         """Apply the operation ``op_for`` makes from the current text; refused (raising) before
-        anything is journaled when it does not apply. Acknowledged once journaled."""
+        anything is journaled when it does not apply. Acknowledged once journaled. ``request``:
+        the client's unique request id, journaled with the change; a request a previous daemon
+        journaled (it died before answering, the client retried here) is not applied again."""
         cached = self.bank(root)
         cached.bank.check_dir()
         path, file = self._file(cached, name)
+        if request and request in self._journal.recovered.requests:
+            return Submit(path, "scheduled")
         op = op_for(file.text)
         new = apply_op(file.name, file.text, op)
         if new == file.text:
             return Submit(path, "unchanged")
         record = OpRecord(
-            seq=self._journal.next_seq(), ts=self._clock(), root=str(root), name=file.name, op=op
+            seq=self._journal.next_seq(),
+            ts=self._clock(),
+            root=str(root),
+            name=file.name,
+            op=op,
+            request=request,
         )
         try:
             self._journal.append(record)
@@ -240,14 +251,14 @@ class BankCache:
             return Submit(path, "immediate")
         return Submit(path, "scheduled")
 
-    def apply(self, root: Path, name: str, op: Op) -> Submit:
-        return self.change(root, name, lambda _old: op)
+    def apply(self, root: Path, name: str, op: Op, request: str = "") -> Submit:
+        return self.change(root, name, lambda _old: op, request)
 
-    def write(self, root: Path, name: str, content: str) -> Submit:
-        return self.change(root, name, lambda old: Write(content, text_hash(old)))
+    def write(self, root: Path, name: str, content: str, request: str = "") -> Submit:
+        return self.change(root, name, lambda old: Write(content, text_hash(old)), request)
 
-    def update(self, root: Path, name: str, content: str) -> Submit:
-        return self.change(root, name, lambda old: Update(content))
+    def update(self, root: Path, name: str, content: str, request: str = "") -> Submit:
+        return self.change(root, name, lambda old: Update(content), request)
 
     def reload(self, root: Path, name: str) -> None:
         """A watcher saw the file change: revalidate it now (reads do so anyway)."""

@@ -39,6 +39,7 @@ class OpRecord(msgspec.Struct, tag="op", frozen=True, kw_only=True):
     root: str  # the project directory; the bank is its memory-bank/
     name: str  # the real file name inside the bank
     op: Op
+    request: str = ""  # the client's request id: a retry reaching the next daemon is known
 
 
 class Flushing(msgspec.Struct, tag="flushing", frozen=True, kw_only=True):
@@ -75,6 +76,7 @@ class Recovered:
     files: dict[FileKey, PendingFile]
     last_seq: int
     unreadable: int  # lines that could not be decoded (kept in the .bad file beside)
+    requests: frozenset[str] = frozenset()  # request ids of every change journaled
 
 
 class BankJournal:
@@ -167,4 +169,5 @@ def _recover(records: list[Record], unreadable: int) -> Recovered:
                 pending.ops = [op for op in pending.ops if op.seq > upto]
                 if pending.flushing is not None and pending.flushing.upto <= upto:
                     pending.flushing = None
-    return Recovered({k: v for k, v in files.items() if v.ops}, last_seq, unreadable)
+    requests = frozenset(r.request for r in records if isinstance(r, OpRecord) and r.request)
+    return Recovered({k: v for k, v in files.items() if v.ops}, last_seq, unreadable, requests)

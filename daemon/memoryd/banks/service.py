@@ -50,7 +50,6 @@ from memoryd.registry import ProjectRegistry
 
 LIFECYCLE_FILES = frozenset({core_bank.DECISION_LOG, core_bank.PROGRESS})
 LIFECYCLE_TAG = "memory-bank"
-UNIQUE_ID_CHARS = 16  # request ids this long are taken as unique (memctl sends 32 hex digits)
 _T = TypeVar("_T")
 
 
@@ -118,13 +117,20 @@ class BankService:
         return p.BankReadResult(content=content, last_modified=modified)
 
     def write(
-        self, cwd: str | None, name: str, content: str, mode: str | None, *, merge: bool
+        self,
+        cwd: str | None,
+        name: str,
+        content: str,
+        mode: str | None,
+        *,
+        merge: bool,
+        request: str = "",
     ) -> p.BankWriteResult:
         # The configured modes decide; the Bank's own check would add "ask" whatever they say.
         self._check_writable(mode)
         project, bank = self._project(cwd)
         change = self.cache.update if merge else self.cache.write
-        submitted = change(project.root, name, content)
+        submitted = change(project.root, name, content, request)
         ingested = self._after_write(project, [_bank_name(bank, submitted.path)])
         return p.BankWriteResult(
             success=True, path=str(submitted.path), ingested=ingested, sync=submitted.sync
@@ -142,7 +148,7 @@ class BankService:
         return result
 
     def process(
-        self, cwd: str | None, content: str, *, apply: bool, mode: str | None
+        self, cwd: str | None, content: str, *, apply: bool, mode: str | None, request: str = ""
     ) -> p.BankProcessResult:
         if apply:
             self._check_writable(mode)
@@ -161,12 +167,14 @@ class BankService:
             changed = apply_items(texts, processed.items, now.date())
             for name in changed:
                 items = [i for i in processed.items if i.target_file == name]
-                self.cache.apply(project.root, name, ApplyItems(items, now.date()))
+                self.cache.apply(project.root, name, ApplyItems(items, now.date()), request)
             result.applied = list(changed)
             result.ingested = self._after_write(project, list(changed))
         return result
 
-    def optimise(self, cwd: str | None, *, apply: bool, mode: str | None) -> p.BankOptimiseResult:
+    def optimise(
+        self, cwd: str | None, *, apply: bool, mode: str | None, request: str = ""
+    ) -> p.BankOptimiseResult:
         if apply:
             self._check_writable(mode)
         root = self._registry.get(cwd).root
@@ -174,7 +182,7 @@ class BankService:
         plan = optimise(texts, datetime.fromtimestamp(self._clock()).date())
         ops = optimise_ops(texts, plan) if apply else []
         for name, op in ops:
-            self.cache.apply(root, name, op)
+            self.cache.apply(root, name, op, request)
         return p.BankOptimiseResult(
             tokens_before=plan.tokens_before,
             tokens_after=plan.tokens_after,
@@ -257,7 +265,7 @@ class BankService:
         often a parked request is run again; the project root, to wait on with
         ``cache.busy``."""
         root = self._registry.get(cwd).root
-        if len(request_id) < UNIQUE_ID_CHARS:  # a counter, not unique: cannot tell a re-run
+        if not request_id:  # a counter, not unique: cannot tell a re-run from a new request
             self.cache.sync(root)
         elif request_id not in self._sync_requests:
             self._sync_requests[request_id] = None

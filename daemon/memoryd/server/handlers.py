@@ -27,6 +27,10 @@ from memoryd.project import ProjectMemory
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 
+# A request id this long is taken as unique (memctl sends 32 hex digits): a retry can be told
+# by it. Shorter ids are counters, reused by every client.
+UNIQUE_ID_CHARS = 16
+
 
 @dataclass
 class DaemonContext:
@@ -273,12 +277,20 @@ def bank_read(ctx: DaemonContext, req: p.BankRead) -> p.BankReadResult:
     return _banks(ctx).read(req.project, req.name)
 
 
+def _request_id(req: p.Request) -> str:
+    """The id of a request that can be told from every other (memctl's are 32 hex digits), for
+    recognising a retry; "" for a counter, which cannot."""
+    return req.id if isinstance(req.id, str) and len(req.id) >= UNIQUE_ID_CHARS else ""
+
+
 def bank_write(ctx: DaemonContext, req: p.BankWrite) -> p.BankWriteResult:
-    return _banks(ctx).write(req.project, req.name, req.content, req.mode, merge=False)
+    banks, request = _banks(ctx), _request_id(req)
+    return banks.write(req.project, req.name, req.content, req.mode, merge=False, request=request)
 
 
 def bank_update(ctx: DaemonContext, req: p.BankUpdate) -> p.BankWriteResult:
-    return _banks(ctx).write(req.project, req.name, req.content, req.mode, merge=True)
+    banks, request = _banks(ctx), _request_id(req)
+    return banks.write(req.project, req.name, req.content, req.mode, merge=True, request=request)
 
 
 def bank_list(ctx: DaemonContext, req: p.BankList) -> p.BankListResult:
@@ -290,16 +302,22 @@ def bank_activate(ctx: DaemonContext, req: p.BankActivate) -> p.BankActivateResu
 
 
 def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult:
-    return _banks(ctx).process(req.project, req.content, apply=req.apply, mode=req.mode)
+    return _banks(ctx).process(
+        req.project, req.content, apply=req.apply, mode=req.mode, request=_request_id(req)
+    )
 
 
 def bank_optimise(ctx: DaemonContext, req: p.BankOptimise) -> p.BankOptimiseResult:
-    return _banks(ctx).optimise(req.project, apply=req.apply, mode=req.mode)
+    return _banks(ctx).optimise(
+        req.project, apply=req.apply, mode=req.mode, request=_request_id(req)
+    )
 
 
 def bank_sync(ctx: DaemonContext, req: p.BankSync) -> p.BankSyncResult | Parked:
     banks = _banks(ctx)
-    root = banks.sync_now(str(req.id), req.project)  # run again when parked: hands over only once
+    root = banks.sync_now(
+        _request_id(req), req.project
+    )  # run again when parked: hands over only once
     state = banks.sync_state(root)
     if not state.writing or req.wait_ms == 0:
         return state

@@ -16,7 +16,7 @@ import zmq
 from memctl import protocol as p
 from memoryd import messages
 from memoryd.core.errors import MemorydError
-from memoryd.server.handlers import HANDLERS, MUTATING, DaemonContext, Parked
+from memoryd.server.handlers import HANDLERS, MUTATING, UNIQUE_ID_CHARS, DaemonContext, Parked
 
 DRAIN_BATCH = 64
 CLOSE_LINGER_MS = 1000
@@ -238,8 +238,9 @@ class Server:
             self._parked.append(_ParkedRequest(envelope, request, reply, started))
             return
         encoded = self._reply(envelope, reply, request.project, started, _op(request))
-        if type(request) in MUTATING and isinstance(request.id, str) and len(request.id) >= 16:
-            self._remember_reply(request.id, encoded)
+        rid = request.id
+        if type(request) in MUTATING and isinstance(rid, str) and len(rid) >= UNIQUE_ID_CHARS:
+            self._remember_reply(rid, encoded)
 
     def _run(self, request: p.Request) -> p.Ok | p.Error | Parked:
         try:
