@@ -343,3 +343,27 @@ def test_retry_of_a_change_a_dead_daemon_journaled_is_not_applied_again(rig: Rig
     rig.run_jobs()
     assert rig.disk("decisionLog.md").count("Use WAL") == 1
     assert "Other" in rig.disk("decisionLog.md")
+
+
+def test_retry_after_a_death_midway_through_a_multi_file_change_completes_it(rig: Rig) -> None:
+    request = "5c" * 16  # one bank_process request changing two files
+    rig.cache.update(rig.root, "decisionLog.md", DECISION, request)
+    rig.journal.close()  # died before journaling the second file's change
+    rig.restart()
+    rig.cache.update(rig.root, "decisionLog.md", DECISION, request)  # the retry: known
+    rig.cache.update(rig.root, "activeContext.md", "## Next Steps\n\n- retried\n", request)
+    rig.cache.sync()
+    rig.run_jobs()
+    assert rig.disk("decisionLog.md").count("Use WAL") == 1
+    assert "- retried" in rig.disk("activeContext.md")
+
+
+def test_write_is_called_off_when_the_file_changed_after_it_was_read(rig: Rig) -> None:
+    bank = Bank(rig.root)
+    path, _real, _text, sig = bank.load("activeContext.md")
+    path.write_text("# Active Context\n\nsaved by the user a moment ago, same size!\n")
+    assert bank.store_if_unchanged(path, "# ours\n", sig) is None
+    assert "saved by the user" in path.read_text()
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp file left
+    assert bank.store_if_unchanged(path, "# ours\n", bank.load("activeContext.md")[3]) is not None
+    assert path.read_text() == "# ours\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -16,9 +17,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> os.stat_result:
+def write_atomic(
+    path: Path, data: bytes, mode: int = 0o600, *, unless: Callable[[], bool] | None = None
+) -> os.stat_result | None:
     """Returns the new file's status as written (taken before the rename, which keeps the
-    inode, size and modification time): a caller can tell its own write from a later one."""
+    inode, size and modification time): a caller can tell its own write from a later one.
+    ``unless``, asked at the last moment before the rename, can call the write off (None):
+    the file changed since the caller read it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -27,6 +32,9 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> os.stat_result:
             os.fsync(fh.fileno())
             written = os.fstat(fh.fileno())
         os.chmod(tmp, mode)
+        if unless is not None and unless():
+            Path(tmp).unlink()
+            return None
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

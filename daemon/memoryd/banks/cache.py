@@ -223,7 +223,7 @@ class BankCache:
         cached = self.bank(root)
         cached.bank.check_dir()
         path, file = self._file(cached, name)
-        if request and request in self._journal.recovered.requests:
+        if request and (request, file.name) in self._journal.recovered.requests:
             return Submit(path, "scheduled")
         op = op_for(file.text)
         new = apply_op(file.name, file.text, op)

@@ -261,9 +261,20 @@ class Bank:
 
     def store(self, path: Path, text: str) -> Sig:
         """Write ``text`` atomically (keeping the file's permissions); its new signature."""
+        sig = self.store_if_unchanged(path, text, None, check=False)
+        assert sig is not None  # nothing to check: the write is never called off
+        return sig
+
+    def store_if_unchanged(
+        self, path: Path, text: str, expect: Sig | None, *, check: bool = True
+    ) -> Sig | None:
+        """As ``store``, unless (``check``) the file on disk is no longer the one of signature
+        ``expect`` at the moment of the rename: then nothing is written (None)."""
         self._make_dirs(path)
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else FILE_MODE
-        return file_sig(write_atomic(path, text.encode("utf-8"), mode))
+        changed = (lambda: stat_sig(path) != expect) if check else None
+        written = write_atomic(path, text.encode("utf-8"), mode, unless=changed)
+        return None if written is None else file_sig(written)
 
     def _store(self, name: str, path: Path, old: str | None, new: str) -> None:
         check_change(self._real_name(path), old, new)

@@ -76,7 +76,9 @@ class Recovered:
     files: dict[FileKey, PendingFile]
     last_seq: int
     unreadable: int  # lines that could not be decoded (kept in the .bad file beside)
-    requests: frozenset[str] = frozenset()  # request ids of every change journaled
+    # (request id, file) of every change journaled: one request (bank_process) may change
+    # several files, and a retry must add those the dead daemon had not journaled yet.
+    requests: frozenset[tuple[str, str]] = frozenset()
 
 
 class BankJournal:
@@ -169,5 +171,7 @@ def _recover(records: list[Record], unreadable: int) -> Recovered:
                 pending.ops = [op for op in pending.ops if op.seq > upto]
                 if pending.flushing is not None and pending.flushing.upto <= upto:
                     pending.flushing = None
-    requests = frozenset(r.request for r in records if isinstance(r, OpRecord) and r.request)
+    requests = frozenset(
+        (r.request, r.name) for r in records if isinstance(r, OpRecord) and r.request
+    )
     return Recovered({k: v for k, v in files.items() if v.ops}, last_seq, unreadable, requests)

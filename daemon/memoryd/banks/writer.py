@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 from msgspec.structs import replace
 
-from memoryd.banks.files import Bank, Sig, stat_sig
+from memoryd.banks.files import Bank, Sig
 from memoryd.core.bank_ops import Failed, text_hash
 from memoryd.core.errors import MemorydError
 
@@ -64,11 +64,11 @@ def flush_file(job: FlushJob) -> FlushResult:
         if text_hash(disk) != job.base_hash:
             return replace(done, text=disk, sig=sig, stale=True)
         if job.text is not None and job.text != disk:
-            if stat_sig(path) != sig:  # saved by the user since we read it: read it again
+            written = bank.store_if_unchanged(path, job.text, sig)
+            if written is None:  # saved by the user since we read it, up to the rename
                 path, _real, disk, sig = bank.load(job.name)
                 return replace(done, text=disk, sig=sig, stale=True)
-            sig = bank.store(path, job.text)
-            disk = job.text
+            sig, disk = written, job.text
         return replace(done, text=disk, sig=sig, failed=job.failed)
     except MemorydError as exc:
         return replace(done, error=str(exc))
