@@ -4,9 +4,10 @@ memctl against the real daemon."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-from conftest import Env, memctl, ok_json
+from conftest import Daemon, Env, memctl, ok_json
 
 SEVEN = [
     "projectBrief.md",
@@ -268,3 +269,26 @@ def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> No
     assert "archive/progress.md" in [f["name"] for f in ok_json(env, "bank", "list")["files"]]
     again = memctl(env, "bank", "optimise")
     assert again.code == 0 and "nothing to optimise" in again.stdout
+
+
+def test_projects_known_from_an_earlier_run(env: Env, tmp_path: Path) -> None:
+    """``projects`` lists every project the daemon has held memory for, not only those opened
+    since it started; a project whose folder is gone is left out."""
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    gone = tmp_path / "gone"
+    (gone / ".git").mkdir(parents=True)
+    first = Daemon(env).start()
+    try:
+        for project in (env.project, other, gone):
+            ok_json(env, "--project", str(project), "remember", f"a fact of {project.name}")
+    finally:
+        first.stop()
+    shutil.rmtree(gone)
+    second = Daemon(env).start()
+    try:
+        paths = {k["path"] for k in ok_json(env, "projects")["projects"]}
+    finally:
+        second.stop()
+    assert {str(env.project.resolve()), str(other.resolve())} <= paths
+    assert str(gone.resolve()) not in paths

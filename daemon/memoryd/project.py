@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from memctl import protocol as p
+from memoryd.atomic import write_atomic
 from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
@@ -74,6 +75,7 @@ class ProjectMemory:
         self.slug = project_slug(root)
         self.dir = data_root / "projects" / self.slug
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _record_root(self.dir, root)
         self._settings = settings
         self._errors = errors
         self._clock = clock
@@ -441,3 +443,32 @@ def _ambiguity(target: str, found: list[p.Entry]) -> str:
     shown = "; ".join(f"{e.id[:8]} {e.content[:40]!r}" for e in found[:5])
     more = f" and {len(found) - 5} more" if len(found) > 5 else ""
     return f"{len(found)} entries match {target!r}: {shown}{more}"
+
+
+PROJECT_FILE = "project.json"  # the project's root, so that the daemon knows it after a restart
+
+
+class ProjectRecord(msgspec.Struct, frozen=True):
+    root: str
+
+
+def _record_root(directory: Path, root: Path) -> None:
+    path = directory / PROJECT_FILE
+    record = msgspec.json.encode(ProjectRecord(str(root)))
+    try:
+        if path.read_bytes() == record:
+            return
+    except OSError:
+        pass
+    write_atomic(path, record)
+
+
+def recorded_root(directory: Path) -> Path | None:
+    """The root a project data folder belongs to, or None when it does not say (made before the
+    record existed, or unreadable)."""
+    try:
+        return Path(
+            msgspec.json.decode((directory / PROJECT_FILE).read_bytes(), type=ProjectRecord).root
+        )
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None

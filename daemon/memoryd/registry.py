@@ -15,7 +15,7 @@ from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core.errors import BadRequest
 from memoryd.core.projects import resolve_root
-from memoryd.project import ProjectMemory
+from memoryd.project import ProjectMemory, recorded_root
 
 MAX_OPEN = 16
 
@@ -75,6 +75,16 @@ class ProjectRegistry:
 
     def opened(self) -> list[ProjectMemory]:
         return list(self._open.values())
+
+    def known(self) -> list[Path]:
+        """Every project the daemon has held memory for, open or not, whose folder still
+        exists."""
+        try:
+            folders = sorted((self.data_root / "projects").iterdir())
+        except OSError:
+            return []
+        roots = (recorded_root(folder) for folder in folders if folder.is_dir())
+        return [root for root in roots if root is not None and root.is_dir()]
 
     def close(self) -> None:
         while self._open:

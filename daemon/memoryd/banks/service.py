@@ -281,8 +281,11 @@ class BankService:
 
     def projects(self) -> p.ProjectsResult:
         seen: dict[str, p.KnownProject] = {}
-        for project in self._registry.opened():
-            seen[str(project.root)] = p.KnownProject(name=project.root.name, path=str(project.root))
+        for root in [
+            *self._registry.known(),
+            *(project.root for project in self._registry.opened()),
+        ]:
+            seen[str(root)] = p.KnownProject(name=root.name, path=str(root))
         for name, directory in find_banks(self._bank_roots):
             seen.setdefault(str(directory), p.KnownProject(name=name, path=str(directory)))
         return p.ProjectsResult(projects=sorted(seen.values(), key=lambda k: k.path))
