@@ -4,8 +4,10 @@ rules with a reason; the API key goes only into the Authorization header."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import msgspec
 import pytest
 
+from conftest import BIN, Daemon, memctl, ok_json
 from memoryd.banks.llm import LlmProcessor, process_content
 from memoryd.banks.llm_prompt import SYSTEM_PROMPT
 from memoryd.core.bank_router import ProcessedItem, route
@@ -229,3 +232,95 @@ def test_without_an_llm_or_text_the_rules_answer(endpoint: Endpoint) -> None:
     blank = process_content("  \n", processor(endpoint.url), NOW)
     assert (blank.source, blank.items, blank.fallback_reason) == ("rules", [], None)
     assert endpoint.received == []  # blank text never reaches the endpoint
+
+
+def test_daemon_serves_every_other_client_while_the_llm_thinks(endpoint: Endpoint, env) -> None:
+    """The LLM is asked from a worker thread: while the endpoint holds its answer, other
+    requests are answered (with the owner thread blocked, ``memctl status`` would give up at its
+    own short timeout, well before the 60 s the daemon allows the LLM)."""
+    endpoint.hang = True
+    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
+    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
+    try:
+        ok_json(env, "bank", "init")
+        process = subprocess.Popen(
+            [str(BIN / "memctl"), "--json", "bank", "process", "--apply"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env.environ(),
+            cwd=env.project,
+        )
+        try:
+            assert process.stdin is not None
+            process.stdin.write(TEXT)
+            process.stdin.close()
+            deadline = time.monotonic() + 30
+            while not endpoint.received and time.monotonic() < deadline:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=0.05)
+            assert endpoint.received, "the daemon never asked the LLM"
+            status = memctl(env, "status")
+            assert status.code == 0, status.stderr
+            assert "# Progress" in ok_json(env, "bank", "read", "progress.md")["content"]
+            assert process.poll() is None  # still waiting for its answer
+            endpoint.release.set()
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert process.stdout is not None and process.stderr is not None
+        out, err = process.stdout.read(), process.stderr.read()
+        process.stdout.close()
+        process.stderr.close()
+        assert process.returncode == 0, err
+        result = json.loads(out)
+        assert result["source"] == "llm" and result["fallback_reason"] is None
+        assert result["applied"] == ["decisionLog.md", "progress.md"]
+        assert "Use SQLite" in ok_json(env, "bank", "read", "decisionLog.md")["content"]
+    finally:
+        daemon.stop()
+
+
+def test_stop_does_not_wait_for_a_hanging_llm(endpoint: Endpoint, env) -> None:
+    """SIGTERM while the endpoint holds its answer: the daemon exits at once, and the client
+    waiting on the LLM is told nothing was applied (the rules' fallback reason says why)."""
+    endpoint.hang = True
+    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
+    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
+    ok_json(env, "bank", "init")
+    process = subprocess.Popen(
+        [str(BIN / "memctl"), "--json", "bank", "process", "--apply"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env.environ(),
+        cwd=env.project,
+    )
+    try:
+        out, err = "", ""
+        assert process.stdin is not None
+        process.stdin.write(TEXT)
+        process.stdin.close()
+        deadline = time.monotonic() + 30
+        while not endpoint.received and time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.05)
+        assert endpoint.received, "the daemon never asked the LLM"
+        assert daemon.stop() == 0  # within the harness's stop timeout, not the LLM's 60 s
+        process.wait(timeout=30)
+        assert process.stdout is not None and process.stderr is not None
+        out, err = process.stdout.read(), process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    assert process.returncode == 0, err
+    result = json.loads(out)
+    assert result["applied"] == [] and "timeout" in result["fallback_reason"]

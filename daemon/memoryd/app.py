@@ -165,7 +165,7 @@ class Daemon:
         )
         self.bank_writer.start()
         cache.sync()  # changes a crash left pending go to disk now, not a minute from now
-        return BankService(
+        service = BankService(
             registry,
             InstructionConfig.from_environ(os.environ),
             cache,
@@ -174,6 +174,8 @@ class Daemon:
             bank_roots=[Path(os.path.expanduser(r)) for r in settings.memory_bank_roots],
             read_only_modes=settings.read_only_modes,
         )
+        service.wake = lambda: messages.post(zctx, messages.Wake())
+        return service
 
     def _final_bank_sync(self) -> None:
         """SIGTERM or shutdown: pending bank changes are written before the daemon exits, those
@@ -274,6 +276,8 @@ class Daemon:
                     project.sync_index()
                 if self.capture is not None:
                     self.capture.save_cursors()
+            case messages.Wake():
+                pass  # the loop looks at parked requests after every message
             case messages.BanksWritten():
                 if self.banks is not None and self.bank_writer is not None:
                     self.banks.written(self.bank_writer.results())

@@ -27,6 +27,10 @@ class BanksWritten(msgspec.Struct, tag="banks_written", frozen=True):
     """The bank writer thread has results to collect."""
 
 
+class Wake(msgspec.Struct, tag="wake", frozen=True):
+    """Work a parked request waits on finished on another thread (an LLM answer): look again."""
+
+
 class StopRequested(msgspec.Struct, tag="stop", frozen=True):
     reason: str
 
@@ -35,7 +39,7 @@ class ReloadRequested(msgspec.Struct, tag="reload", frozen=True):
     pass
 
 
-Internal = Tick | FileChanged | BanksWritten | StopRequested | ReloadRequested
+Internal = Tick | FileChanged | BanksWritten | Wake | StopRequested | ReloadRequested
 
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Internal).decode

@@ -10,8 +10,9 @@ After every daemon-side change to decisionLog.md or progress.md the lifecycle im
 decisions and completed items become entries at once; edits made outside the daemon arrive
 through the watcher (``file_changed``) or an explicit ``ingest_lifecycle``.
 
-``bank_process`` with an LLM configured sends the text, redacted, to the endpoint and waits for it
-on the owner thread (at most ``llm_timeout_s``).
+``bank_process`` with an LLM configured sends the text, redacted, to the endpoint from a worker
+thread (``route_async``), so the owner thread keeps serving every other client while the endpoint
+thinks; the handler parks the request until the answer (or the fallback to rules) is there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,7 +32,7 @@ import msgspec
 from memctl import protocol as p
 from memoryd.banks.cache import BankCache
 from memoryd.banks.files import Bank, report
-from memoryd.banks.llm import LlmProcessor, process_content
+from memoryd.banks.llm import LlmProcessor, ProcessResult, process_content
 from memoryd.banks.paths import real_bank_dir
 from memoryd.banks.scan import find_banks
 from memoryd.banks.writer import FlushResult
@@ -40,6 +43,7 @@ from memoryd.core.bank_apply import apply_items
 from memoryd.core.bank_lifecycle import lifecycle_items
 from memoryd.core.bank_ops import ApplyItems
 from memoryd.core.bank_optimise import optimise, optimise_ops
+from memoryd.core.bank_router import route
 from memoryd.core.errors import Forbidden
 from memoryd.core.events import plan_import
 from memoryd.core.findings import truncate
@@ -47,9 +51,11 @@ from memoryd.core.redaction import redact
 from memoryd.instructions.loader import InstructionConfig, InstructionFiles
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
+from memoryd.worker import Worker
 
 LIFECYCLE_FILES = frozenset({core_bank.DECISION_LOG, core_bank.PROGRESS})
 LIFECYCLE_TAG = "memory-bank"
+MAX_ROUTING = 16  # LLM answers kept for parked requests (one worker: more would only queue)
 _T = TypeVar("_T")
 
 
@@ -83,10 +89,15 @@ class BankService:
         self._sync_requests: OrderedDict[str, None] = OrderedDict()
         self._instruction_config = instructions
         self._llm = llm
+        self._worker = Worker("memoryd-llm")
+        self._routing: OrderedDict[str, Future[ProcessResult]] = OrderedDict()
         self._bank_roots = tuple(bank_roots)
         self._read_only = frozenset(m.casefold() for m in read_only_modes)
         self._clock = clock
         self._instructions: dict[Path, InstructionFiles] = {}
+        # Set by the composition root: wake the owner thread (from any thread) when work a
+        # parked request waits on is done.
+        self.wake: Callable[[], None] = lambda: None
         # Set by the composition root: watch a bank folder once it exists.
         self.on_bank_created: Callable[[Path], None] | None = None
 
@@ -147,6 +158,33 @@ class BankService:
         result.cache = self.cache.describe(project.root, self._sync_interval_s)
         return result
 
+    def route_async(
+        self, request: str, cwd: str | None, content: str, *, apply: bool, mode: str | None
+    ) -> Future[ProcessResult] | None:
+        """With an LLM configured, start routing ``content`` on the LLM worker thread (once per
+        request) and return its future; None when routing is done by rules on the spot, or the
+        request id cannot tell a re-run (then ``process`` asks the LLM itself). Whatever would
+        refuse the request is checked first, so a refusal is never kept waiting."""
+        if self._llm is None or not request:
+            return None
+        if apply:
+            self._check_writable(mode)
+        self._registry.get(cwd)
+        future = self._routing.get(request)
+        if future is None:
+            text, llm, now = redact(content).text, self._llm, datetime.now(UTC)
+            future = self._worker.submit(partial(process_content, text, llm, now))
+            future.add_done_callback(lambda _done: self.wake())  # on the worker thread
+            self._routing[request] = future
+            while len(self._routing) > MAX_ROUTING:
+                self._routing.popitem(last=False)[1].cancel()
+        return future
+
+    @property
+    def llm_wait_s(self) -> float:
+        """How long a request waits for the LLM worker: its timeout, and a margin."""
+        return (self._llm.timeout_s if self._llm is not None else 0.0) + 5.0
+
     def process(
         self, cwd: str | None, content: str, *, apply: bool, mode: str | None, request: str = ""
     ) -> p.BankProcessResult:
@@ -154,8 +192,15 @@ class BankService:
             self._check_writable(mode)
         project = self._registry.get(cwd)
         now = datetime.now(UTC)
+        routed = self._routing.pop(request, None) if request else None
         # Nothing unredacted leaves the machine; the rules see the text the LLM would have seen.
-        processed = process_content(redact(content).text, self._llm, now)
+        if routed is None:
+            processed = process_content(redact(content).text, self._llm, now)
+        elif routed.done() and routed.exception() is None:
+            processed = routed.result()
+        else:  # cannot happen short of a bug in the worker: the rules answer, as on any failure
+            reason = f"internal: {routed.exception() if routed.done() else 'not finished'}"
+            processed = ProcessResult(route(redact(content).text, now), "rules", reason)
         result = p.BankProcessResult(
             items=[_convert(i, p.BankItem) for i in processed.items],
             source=processed.source,
@@ -171,6 +216,11 @@ class BankService:
             result.applied = list(changed)
             result.ingested = self._after_write(project, list(changed))
         return result
+
+    def timed_out(self) -> p.BankProcessResult:
+        """What a request parked on the LLM gets if even the worker's own timeout passed."""
+        reason = f"timeout: the LLM worker did not answer within {self.llm_wait_s:g} s"
+        return p.BankProcessResult(items=[], source="rules", fallback_reason=reason)
 
     def optimise(
         self, cwd: str | None, *, apply: bool, mode: str | None, request: str = ""

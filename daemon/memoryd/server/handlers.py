@@ -301,10 +301,13 @@ def bank_activate(ctx: DaemonContext, req: p.BankActivate) -> p.BankActivateResu
     return _banks(ctx).activate(req.project, req.mode, req.files)
 
 
-def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult:
-    return _banks(ctx).process(
-        req.project, req.content, apply=req.apply, mode=req.mode, request=_request_id(req)
-    )
+def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult | Parked:
+    banks, request = _banks(ctx), _request_id(req)
+    routing = banks.route_async(request, req.project, req.content, apply=req.apply, mode=req.mode)
+    if routing is not None and not routing.done():  # the LLM thinks; everyone else is served
+        deadline = time.monotonic() + banks.llm_wait_s
+        return Parked(deadline, banks.timed_out(), ready=routing.done)
+    return banks.process(req.project, req.content, apply=req.apply, mode=req.mode, request=request)
 
 
 def bank_optimise(ctx: DaemonContext, req: p.BankOptimise) -> p.BankOptimiseResult:
