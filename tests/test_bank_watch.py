@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import Env, ok_json
+from conftest import Daemon, Env, ok_json
 
 DEADLINE_S = 30.0
 
@@ -57,3 +57,15 @@ def test_completed_progress_item_edited_on_disk(env: Env, daemon) -> None:
     )
     found = _until(lambda: _entries_like(env, "search page"), "the completed item ingested")
     assert found[0]["category"] == "task_progress"
+
+
+def test_banks_are_watched_with_capture_disabled(env: Env) -> None:
+    daemon = Daemon(env, {"MEMORYD_CAPTURE__ENABLED": "false"}).start()
+    try:
+        ok_json(env, "bank", "init")
+        log = env.project / "memory-bank" / "decisionLog.md"
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(_decision("Use NATS", "Events go over NATS."))
+        _until(lambda: _entries_like(env, "NATS"), "the decision ingested without capture")
+    finally:
+        daemon.stop()

@@ -126,7 +126,8 @@ class Daemon:
             stack.callback(self.jobs.shutdown)
             if self.capture is not None:
                 stack.callback(self.capture.save_cursors)
-                stack.enter_context(self._watching(zctx))
+            # Always: with capture off, the watcher still watches the memory banks.
+            stack.enter_context(self._watching(zctx))
 
             runtime.notify_systemd("READY=1")
             ready_ms = round((time.monotonic() - started) * 1000, 1)
@@ -216,9 +217,13 @@ class Daemon:
     @contextlib.contextmanager
     def _watching(self, zctx: zmq.Context[Any]) -> Iterator[None]:
         """The watcher thread only posts file names; the owner thread reads them. Files changed
-        while the daemon was down are queued the same way, after the socket is already up."""
+        while the daemon was down are queued the same way, after the socket is already up. With
+        capture disabled no transcript root is watched, only the memory banks."""
         settings = self.settings.capture
-        roots = [WatchRoot(os.path.expanduser(r.path), r.agent) for r in settings.roots]
+        roots = [
+            WatchRoot(os.path.expanduser(r.path), r.agent)
+            for r in (settings.roots if self.capture is not None else [])
+        ]
 
         def changed(path: str) -> None:
             messages.post(zctx, messages.FileChanged(path))
@@ -228,9 +233,9 @@ class Daemon:
             watcher.start()
             if watcher.missing_roots:
                 self.log.info("capture_roots_missing", roots=watcher.missing_roots)
-            assert self.capture is not None and self.server is not None
-            self.capture.queue(watcher.scan(settings.backfill_days, time.time()))
-            self.server.idle_work = self.capture.work_backlog
+            if self.capture is not None and self.server is not None:
+                self.capture.queue(watcher.scan(settings.backfill_days, time.time()))
+                self.server.idle_work = self.capture.work_backlog
             self._watch_banks(watcher)
             yield
         finally:
