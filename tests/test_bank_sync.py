@@ -221,3 +221,27 @@ def test_a_file_that_became_unwritable_keeps_the_change_aside(env: Env) -> None:
         assert "- [x] shipped" in saved.read_text()
     finally:
         daemon.stop()
+
+
+def test_every_write_to_a_bank_file_is_in_the_audit_log(env: Env) -> None:
+    daemon = _started(env, NEVER)
+    try:
+        ok_json(env, "bank", "init")
+        ok_json(env, "bank", "write", "notes.md", stdin="# Notes\n\n## A\n\none\n")
+        ok_json(env, "bank", "update", "notes.md", stdin="## A\n\ntwo\n")
+        ok_json(env, "bank", "write", "techContext.md", stdin="# Tech Context\n\nours\n")
+        (_bank(env) / "techContext.md").write_text("# Tech Context\n\ntheirs\n")
+        ok_json(env, "bank", "sync")
+        audit = memctl(env, "audit", "-n", "100")
+        assert audit.code == 0, audit.stderr
+        events = [json.loads(line)["event"] for line in audit.stdout.splitlines()]
+        synced = {e["file"]: e for e in events if e["type"] == "bank_file_synced"}
+        notes = synced["memory-bank/notes.md"]
+        assert notes["applied"] == ["write", "update"] and notes["written"] is True
+        assert notes["left_out"] == [] and notes["sha"]
+        tech = synced["memory-bank/techContext.md"]
+        assert tech["applied"] == [] and tech["written"] is False
+        [saved] = tech["left_out"]
+        assert Path(saved).read_text() == "# Tech Context\n\nours\n"
+    finally:
+        daemon.stop()

@@ -97,6 +97,17 @@ class CachedBank:
         return any(f.pending or f.flushing for f in self.files.values())
 
 
+class Synced(msgspec.Struct, frozen=True, kw_only=True):
+    """A file's pending changes settled by one write (or left out): what the audit log says."""
+
+    root: Path
+    name: str
+    applied: list[str]
+    left_out: list[str]
+    written: bool
+    sha: str
+
+
 class Submit(msgspec.Struct, frozen=True):
     """How a change was scheduled: at the next periodic sync, or at once (a large change)."""
 
@@ -328,20 +339,26 @@ class BankCache:
         banks = self._banks.values() if root is None else [self.bank(root)]
         return sum(len(f.pending) for cached in banks for f in cached.files.values())
 
-    def collect(self, results: Iterable[FlushResult]) -> None:
-        """The writer's reports, each on its own: one that fails must not strand the others."""
+    def collect(self, results: Iterable[FlushResult]) -> list[Synced]:
+        """The writer's reports, each on its own: one that fails must not strand the others.
+        Returns what was settled, for the audit log."""
+        settled = []
         for result in results:
             try:
-                self.flushed(result)
+                synced = self.flushed(result)
             except (MemorydError, OSError) as exc:
                 self._errors.record(f"memory bank {result.name} in {result.root}: {exc}")
+                continue
+            if synced is not None:
+                settled.append(synced)
+        return settled
 
-    def flushed(self, result: FlushResult) -> None:
-        """The writer's report on one job."""
+    def flushed(self, result: FlushResult) -> Synced | None:
+        """The writer's report on one job; what it settled, if anything."""
         cached = self._banks.get(bank_key(Path(result.root)))
         file = cached.files.get(result.name) if cached is not None else None
         if cached is None or file is None or file.flushing is None:
-            return  # cannot happen: a bank is never dropped while the writer has one of its files
+            return None  # cannot happen: a bank is never dropped while the writer has its file
         file.flushing = None
         if result.stale:
             # The file changed on disk since it was loaded: nothing was written. Take the user's
@@ -349,17 +366,17 @@ class BankCache:
             file.base, file.sig, file.loaded = result.text, result.sig, True
             file.rebuild()
             self._enqueue(cached, file)
-            return
+            return None
         if result.error is not None and result.retry:
             self._report_retry(cached, file, result.error)
-            return
+            return None
         file.last_error = None
         done = [r for r in file.pending if r.seq <= result.upto]
         if result.error is not None:
             reasons = {r.seq: result.error for r in done}
         else:
             reasons = {f.seq: f.reason for f in result.failed}
-        kept = self._set_aside_all(cached, [r for r in done if r.seq in reasons], reasons)
+        kept, saved = self._set_aside_all(cached, [r for r in done if r.seq in reasons], reasons)
         file.pending = kept + [r for r in file.pending if r.seq > result.upto]
         if result.error is not None:
             file.loaded = False  # whatever is there now is read again before it is served
@@ -372,6 +389,15 @@ class BankCache:
         if any(op_size(r.op) > self._immediate_bytes for r in file.pending):
             self._enqueue(cached, file)  # a large change came while the writer had the file
         self._journal.compact(self._unsettled())
+        written = result.error is None and any(r.seq not in reasons for r in done)
+        return Synced(
+            root=cached.root,
+            name=result.name,
+            applied=[_kind(r.op) for r in done if r.seq not in reasons],
+            left_out=[str(path) for path in saved],
+            written=written,
+            sha=text_hash(result.text) if written else "",
+        )
 
     def _report_retry(self, cached: CachedBank, file: CachedFile, error: str) -> None:
         if file.last_error != error:
@@ -383,13 +409,14 @@ class BankCache:
 
     def _set_aside_all(
         self, cached: CachedBank, records: list[OpRecord], reasons: dict[int, str]
-    ) -> list[OpRecord]:
+    ) -> tuple[list[OpRecord], list[Path]]:
         """Set aside each record; those that could not be saved are returned, to stay pending
-        (and be tried again at the next sync) rather than be dropped."""
-        kept = []
+        (and be tried again at the next sync) rather than be dropped, with where the others
+        went."""
+        kept, saved = [], []
         for record in records:
             try:
-                self._set_aside(cached, record, reasons[record.seq])
+                saved.append(self._set_aside(cached, record, reasons[record.seq]))
             except OSError as exc:
                 kept.append(record)
                 self._errors.record(
@@ -397,9 +424,9 @@ class BankCache:
                     f"apply ({reasons[record.seq]}) and could not be saved aside "
                     f"({exc.strerror or exc}); it is kept in the bank journal"
                 )
-        return kept
+        return kept, saved
 
-    def _set_aside(self, cached: CachedBank, record: OpRecord, reason: str) -> None:
+    def _set_aside(self, cached: CachedBank, record: OpRecord, reason: str) -> Path:
         """Keep a change that could not be applied where the user can find it, and say so."""
         folder = self._conflicts_dir / f"{cached.root.name}-{_short_hash(str(cached.root))}"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -410,10 +437,11 @@ class BankCache:
         write_atomic(path, _op_text(record.op).encode("utf-8"))
         self._errors.record(
             f"memory bank {record.name} in {cached.root}: change #{record.seq} "
-            f"({record.op.__struct_config__.tag}) was not applied: {reason}. The file was left "
+            f"({_kind(record.op)}) was not applied: {reason}. The file was left "
             f"as it is on disk; the change is saved in {path}",
             "warning",
         )
+        return path
 
     def _unsettled(self) -> Iterator[OpRecord | Flushing]:
         """What the journal must still hold: pending operations and jobs in flight."""
@@ -439,7 +467,9 @@ class BankCache:
                 continue  # not written: every operation is applied again, over what is there
             done = [r for r in file.pending if r.seq <= marker.upto]
             left_out = {f.seq: f.reason for f in marker.failed}
-            kept = self._set_aside_all(cached, [r for r in done if r.seq in left_out], left_out)
+            kept, _saved = self._set_aside_all(
+                cached, [r for r in done if r.seq in left_out], left_out
+            )
             file.pending = kept + [r for r in file.pending if r.seq > marker.upto]
             if not kept:
                 self._journal.append(Flushed(root=root, name=name, upto=marker.upto))
@@ -451,6 +481,9 @@ class BankCache:
             return text_hash(cached.bank.load(name)[2])
         except (MemorydError, OSError):
             return None
+
+    def report(self, description: str) -> None:
+        self._errors.record(description)
 
     def close(self) -> None:
         self._journal.close()
@@ -507,6 +540,10 @@ def _iso(ts: float | None) -> str:
 
 def _short_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=4).hexdigest()
+
+
+def _kind(op: Op) -> str:
+    return str(op.__struct_config__.tag)
 
 
 def _op_text(op: Op) -> str:

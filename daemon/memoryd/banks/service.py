@@ -33,7 +33,7 @@ from memctl import protocol as p
 from memoryd.banks.cache import BankCache
 from memoryd.banks.files import Bank, report
 from memoryd.banks.llm import LlmProcessor, ProcessResult, process_content
-from memoryd.banks.paths import real_bank_dir
+from memoryd.banks.paths import BANK_DIRNAME, real_bank_dir
 from memoryd.banks.scan import find_banks
 from memoryd.banks.writer import FlushResult
 from memoryd.config import BanksSettings
@@ -44,8 +44,8 @@ from memoryd.core.bank_lifecycle import lifecycle_items
 from memoryd.core.bank_ops import ApplyItems
 from memoryd.core.bank_optimise import optimise, optimise_ops
 from memoryd.core.bank_router import route
-from memoryd.core.errors import Forbidden
-from memoryd.core.events import plan_import
+from memoryd.core.errors import Forbidden, MemorydError
+from memoryd.core.events import BankFileSynced, plan_import
 from memoryd.core.findings import truncate
 from memoryd.core.redaction import redact
 from memoryd.instructions.loader import InstructionConfig, InstructionFiles
@@ -306,8 +306,21 @@ class BankService:
         self.cache.dump()
 
     def written(self, results: Iterable[FlushResult]) -> None:
-        """The writer's reports, collected on the owner thread."""
-        self.cache.collect(results)
+        """The writer's reports, collected on the owner thread; each file settled goes to its
+        project's audit log (every change the daemon makes to a user's files is there)."""
+        for synced in self.cache.collect(results):
+            event = BankFileSynced(
+                file=f"{BANK_DIRNAME}/{synced.name}",
+                applied=tuple(synced.applied),
+                left_out=tuple(synced.left_out),
+                written=synced.written,
+                sha=synced.sha,
+                synced_at=self._clock(),
+            )
+            try:
+                self._registry.get(str(synced.root)).commit(event)
+            except (MemorydError, OSError) as exc:  # the file is written; only the record failed
+                self.cache.report(f"memory bank {synced.name} in {synced.root}: not audited: {exc}")
         self.cache.dump()
 
     def sync_now(self, request_id: str, cwd: str | None) -> Path:

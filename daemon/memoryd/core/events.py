@@ -130,6 +130,19 @@ class QuarantineReviewed(msgspec.Struct, tag="quarantine_reviewed", frozen=True)
     outcomes: tuple[QuarantineOutcome, ...]
 
 
+class BankFileSynced(msgspec.Struct, tag="bank_file_synced", frozen=True, kw_only=True):
+    """The daemon brought a memory-bank file up to date with the changes clients made: which it
+    wrote, and which it left out because they no longer applied (saved aside). Not memory:
+    recorded so that every change the daemon makes to a user's files is in the audit log."""
+
+    file: str  # memory-bank/<name>
+    applied: tuple[str, ...]  # the kinds of the changes written, in order ("update", "write")
+    left_out: tuple[str, ...] = ()  # where each change left out was saved
+    written: bool  # False: nothing reached the file (every change was left out)
+    sha: str  # the content hash of the file as written ("" when not written)
+    synced_at: float
+
+
 Event = (
     EntryAdded
     | EntryReinforced
@@ -144,6 +157,7 @@ Event = (
     | FindingsRecorded
     | SessionFinalized
     | QuarantineReviewed
+    | BankFileSynced
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1

@@ -17,6 +17,7 @@ from memoryd.core.entries import section_of
 from memoryd.core.events import (
     AliasRemoved,
     AliasSet,
+    BankFileSynced,
     ConflictDetected,
     EntriesAccessed,
     EntriesForgotten,
@@ -219,6 +220,8 @@ class SqliteStore:
             case SettingChanged(key=key, value=value):
                 conn.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
                 return []
+            case BankFileSynced():
+                return []  # the audit log is its record; the memory itself does not change
 
     def _record_findings(self, info: Any, found: tuple[SessionFinding, ...]) -> None:
         conn = self._conn
