@@ -10,6 +10,7 @@ Runs against a real daemon on a private socket with private XDG dirs, as tests/c
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import math
 import os
@@ -136,6 +137,9 @@ def main() -> int:
     if args.runs < 1:
         parser.error("--runs must be at least 1")
 
+    # As an installed package has it (pip compiles on install): without cached bytecode, e.g.
+    # under PYTHONDONTWRITEBYTECODE, every run would also compile memctl's modules.
+    compileall.compile_dir(Path(protocol.__file__).parent, quiet=1)
     root = Path(tempfile.mkdtemp(prefix="memoryd-bench-"))
     env = make_env(root)
     daemon = Daemon(env)

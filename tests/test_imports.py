@@ -4,6 +4,7 @@ imports no I/O framework. Checked both statically (AST) and at run time (sys.mod
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,24 @@ def test_core_runtime_imports() -> None:
     )
     loaded = _modules_after("\n".join(f"import memoryd.core.{m}" for m in core))
     assert not {m.split(".")[0] for m in loaded} & FORBIDDEN_IN_CORE
+
+
+def test_memctl_command_starts_without_typing_extensions_or_the_request_decoder(
+    tmp_path: Path,
+) -> None:
+    """What every hook pays at start: the command marks typing_extensions absent (msgspec falls
+    back on typing) and never builds the decoder of every request type (the daemon's side)."""
+    code = (
+        "import sys\n"
+        "sys.argv = ['memctl', 'status']\n"
+        "from memctl import launch\n"
+        "code = launch.main()\n"
+        "from memctl import protocol\n"
+        "print(code, sys.modules.get('typing_extensions') is None,"
+        " protocol._request_decoder.cache_info().currsize)\n"
+    )
+    env = {**os.environ, "MEMORYD_SOCKET": str(tmp_path / "absent.sock")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.split() == ["3", "True", "0"]  # daemon unavailable, as it should be here

@@ -1,3 +1,3 @@
-from memctl.cli import main
+from memctl.launch import main
 
 raise SystemExit(main())

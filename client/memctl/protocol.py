@@ -14,6 +14,7 @@ The daemon imports this module; this module imports nothing of the daemon.
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -811,18 +812,30 @@ class Error(msgspec.Struct, tag_field="status", tag="error", kw_only=True):
 Reply = Ok | Error
 
 _encoder = msgspec.msgpack.Encoder()
-_request_decoder: msgspec.msgpack.Decoder[AnyRequest] = msgspec.msgpack.Decoder(AnyRequest)
 _envelope_decoder = msgspec.msgpack.Decoder(Envelope)
 _reply_decoder: msgspec.msgpack.Decoder[Reply] = msgspec.msgpack.Decoder(Reply)
+
+
+@functools.cache
+def _request_decoder() -> msgspec.msgpack.Decoder[AnyRequest]:
+    """Built on first use: it resolves every request type, which only the daemon needs; each
+    ``memctl`` start (a hook's latency) would pay for it (1-2 ms with cached bytecode, more
+    without)."""
+    return msgspec.msgpack.Decoder(AnyRequest)
 
 
 def encode(message: msgspec.Struct) -> bytes:
     return _encoder.encode(message)
 
 
+def build_request_decoder() -> None:
+    """For the daemon, at start: so that its first request does not pay for it."""
+    _request_decoder()
+
+
 def decode_request(frame: bytes) -> AnyRequest:
     """Decode a request frame; raises ``msgspec.DecodeError`` / ``ValidationError`` when invalid."""
-    return _request_decoder.decode(frame)
+    return _request_decoder().decode(frame)
 
 
 _id_decoder: msgspec.msgpack.Decoder[int | str | None] = msgspec.msgpack.Decoder(int | str | None)

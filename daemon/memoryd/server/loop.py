@@ -56,6 +56,7 @@ class Server:
         self._reply_cache_size = reply_cache_size
         self._parked: list[_ParkedRequest] = []
         self.stopping = False
+        p.build_request_decoder()
         self.router = zctx.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
