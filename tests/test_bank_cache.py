@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.atomic import write_atomic
 from memoryd.background import BackgroundErrors
 from memoryd.banks.cache import BankCache
-from memoryd.banks.files import Bank
+from memoryd.banks.files import Bank, stat_sig
 from memoryd.banks.journal import BankJournal, OpRecord
 from memoryd.banks.writer import FlushJob, FlushResult, flush_file
 from memoryd.core.bank_ops import Complete, Update, Write, replay, text_hash
@@ -367,3 +368,19 @@ def test_write_is_called_off_when_the_file_changed_after_it_was_read(rig: Rig) -
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp file left
     assert bank.store_if_unchanged(path, "# ours\n", bank.load("activeContext.md")[3]) is not None
     assert path.read_text() == "# ours\n"
+
+
+def test_a_save_landing_during_the_write_calls_it_off_at_the_rename(rig: Rig) -> None:
+    """The user's save lands after the temp file is written, before the rename: the check made
+    at that last moment sees it, and the user's text stays."""
+    bank = Bank(rig.root)
+    path, _real, _text, sig = bank.load("activeContext.md")
+
+    def user_saves_now() -> bool:
+        path.write_text("# Active Context\n\nthe user's, saved mid-write\n")
+        return stat_sig(path) != sig
+
+    mode = path.stat().st_mode & 0o777
+    assert write_atomic(path, b"# ours\n", mode, unless=user_saves_now) is None
+    assert path.read_text() == "# Active Context\n\nthe user's, saved mid-write\n"
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]

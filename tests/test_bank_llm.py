@@ -10,6 +10,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,8 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import msgspec
 import pytest
+import zmq
 
 from conftest import BIN, Daemon, memctl, ok_json
+from memctl import protocol
 from memoryd.banks.llm import LlmProcessor, process_content
 from memoryd.banks.llm_prompt import SYSTEM_PROMPT
 from memoryd.core.bank_router import ProcessedItem, route
@@ -324,3 +327,80 @@ def test_stop_does_not_wait_for_a_hanging_llm(endpoint: Endpoint, env) -> None:
     assert process.returncode == 0, err
     result = json.loads(out)
     assert result["applied"] == [] and "timeout" in result["fallback_reason"]
+
+
+def _dealer(ctx: zmq.Context, env) -> zmq.Socket:
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect("ipc://" + str(env.socket))
+    return sock
+
+
+def test_retry_of_a_request_waiting_on_the_llm_is_answered_not_run_again(
+    endpoint: Endpoint, env
+) -> None:
+    """A client that gave up waiting sends the same request again (same id, new socket): the
+    parked request answers the retry, and the LLM is asked, and the bank changed, once."""
+    endpoint.hang = True
+    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
+    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
+    ctx = zmq.Context()
+    try:
+        ok_json(env, "bank", "init")
+        request = protocol.BankProcess(
+            id=uuid.uuid4().hex, project=str(env.project), content=TEXT, apply=True
+        )
+        frame = protocol.encode(request)
+        first, retry = _dealer(ctx, env), _dealer(ctx, env)
+        first.send(frame)
+        deadline = time.monotonic() + 30
+        while not endpoint.received and time.monotonic() < deadline:
+            first.poll(50)  # nothing comes back yet: the LLM holds its answer
+        assert endpoint.received, "the daemon never asked the LLM"
+        retry.send(frame)
+        assert memctl(env, "status").code == 0  # the retry is taken in; the daemon serves on
+        endpoint.release.set()
+        assert retry.poll(30_000), "the retry got no answer"
+        reply = protocol.decode_reply(retry.recv())
+        assert isinstance(reply, protocol.Ok), reply
+        assert reply.result["applied"] == ["decisionLog.md", "progress.md"]
+        assert not first.poll(200)  # the answer went to the retry only
+        log = ok_json(env, "bank", "read", "decisionLog.md")["content"]
+        assert log.count("## Decision: Use SQLite") == 1
+        assert len(endpoint.received) == 1
+        first.close()
+        retry.close()
+    finally:
+        ctx.term()
+        daemon.stop()
+
+
+def test_many_requests_waiting_on_the_llm_are_each_answered_once(endpoint: Endpoint, env) -> None:
+    endpoint.hang = True
+    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
+    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
+    ctx = zmq.Context()
+    try:
+        ok_json(env, "bank", "init")
+        sockets = []
+        for n in range(24):  # more than any internal bound would hold
+            request = protocol.BankProcess(
+                id=uuid.uuid4().hex, project=str(env.project), content=f"{TEXT} ({n})"
+            )
+            sock = _dealer(ctx, env)
+            sock.send(protocol.encode(request))
+            sockets.append(sock)
+        deadline = time.monotonic() + 30
+        while not endpoint.received and time.monotonic() < deadline:
+            sockets[0].poll(50)
+        assert memctl(env, "status").code == 0  # 24 parked requests, and the daemon serves on
+        endpoint.release.set()
+        for sock in sockets:
+            assert sock.poll(60_000), "a request got no answer"
+            reply = protocol.decode_reply(sock.recv())
+            assert isinstance(reply, protocol.Ok) and reply.result["source"] == "llm", reply
+            sock.close()
+        assert len(endpoint.received) == 24  # each asked once: none re-run, none dropped
+    finally:
+        ctx.term()
+        daemon.stop()

@@ -21,6 +21,7 @@ import msgspec
 
 from memoryd.atomic import write_atomic
 from memoryd.core import audit_chain
+from memoryd.core.errors import Unavailable
 from memoryd.core.events import Event
 
 
@@ -31,7 +32,19 @@ class AuditRecord(msgspec.Struct, kw_only=True):
     prev: str
 
 
+class _Sequenced(msgspec.Struct):
+    """Just the sequence number of a record: a line whose event this version does not know (a
+    newer memoryd wrote it) is still a whole line, not a torn one to cut."""
+
+    seq: int
+
+
+class NewerEvent(Unavailable):
+    """An event this version cannot apply: a newer memoryd journaled it."""
+
+
 _record_decoder = msgspec.json.Decoder(AuditRecord)
+_seq_decoder = msgspec.json.Decoder(_Sequenced)
 _encoder = msgspec.json.Encoder()
 
 
@@ -85,7 +98,7 @@ class AuditJournal:
     def _last_link(line: bytes) -> tuple[int, str] | None:
         try:
             body, digest = audit_chain.unseal(line)
-            return _record_decoder.decode(body).seq, digest
+            return _seq_decoder.decode(body).seq, digest
         except (audit_chain.ChainError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
@@ -111,9 +124,16 @@ class AuditJournal:
             return  # nothing newer: skip reading the file at all
         for line in self._lines():
             body, _ = audit_chain.unseal(line)
-            record = _record_decoder.decode(body)
-            if record.seq > seq:
-                yield record.seq, record.event
+            if _seq_decoder.decode(body).seq <= seq:
+                continue
+            try:
+                record = _record_decoder.decode(body)
+            except msgspec.ValidationError as exc:
+                raise NewerEvent(
+                    f"{self.path} holds an event this memoryd cannot apply ({exc}); it was "
+                    "written by a newer version: upgrade memoryd to open this project"
+                ) from None
+            yield record.seq, record.event
 
     def tail(self, n: int, after_seq: int | None = None) -> list[dict[str, Any]]:
         if n == 0:

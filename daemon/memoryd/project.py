@@ -75,7 +75,10 @@ class ProjectMemory:
         self.slug = project_slug(root)
         self.dir = data_root / "projects" / self.slug
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _record_root(self.dir, root)
+        try:
+            _record_root(self.dir, root)
+        except OSError as exc:  # only `projects` after a restart needs it: never fail the open
+            errors.record(f"{self.slug}: could not record the project's root: {exc}", "warning")
         self._settings = settings
         self._errors = errors
         self._clock = clock

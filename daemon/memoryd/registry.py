@@ -40,6 +40,7 @@ class ProjectRegistry:
         self._open: OrderedDict[Path, ProjectMemory] = OrderedDict()
         self.max_open = max_open
         self.on_open: Callable[[ProjectMemory], None] | None = None  # set by the composition root
+        self._known: set[Path] | None = None  # roots ever held memory for, read once
 
     def root_for(self, cwd: str | None) -> Path:
         if not cwd:
@@ -57,6 +58,8 @@ class ProjectRegistry:
         if project is None:
             project = self._opener(root, self.data_root, self.settings, self._errors)
             self._open[root] = project
+            if self._known is not None:
+                self._known.add(root)
             if self.on_open is not None:
                 self.on_open(project)
             self._close_least_recent()
@@ -77,14 +80,18 @@ class ProjectRegistry:
         return list(self._open.values())
 
     def known(self) -> list[Path]:
-        """Every project the daemon has held memory for, open or not, whose folder still
-        exists."""
-        try:
-            folders = sorted((self.data_root / "projects").iterdir())
-        except OSError:
-            return []
-        roots = (recorded_root(folder) for folder in folders if folder.is_dir())
-        return [root for root in roots if root is not None and root.is_dir()]
+        """Every project the daemon has held memory for, open or not. Read from the data folder
+        once (then kept up to date as projects open); a project whose folder was gone then is
+        left out."""
+        if self._known is None:
+            try:
+                folders = sorted((self.data_root / "projects").iterdir())
+            except OSError:
+                folders = []
+            roots = (recorded_root(folder) for folder in folders if folder.is_dir())
+            self._known = {root for root in roots if root is not None and root.is_dir()}
+            self._known.update(self._open)
+        return sorted(self._known)
 
     def close(self) -> None:
         while self._open:

@@ -55,7 +55,6 @@ from memoryd.worker import Worker
 
 LIFECYCLE_FILES = frozenset({core_bank.DECISION_LOG, core_bank.PROGRESS})
 LIFECYCLE_TAG = "memory-bank"
-MAX_ROUTING = 16  # LLM answers kept for parked requests (one worker: more would only queue)
 _T = TypeVar("_T")
 
 
@@ -90,7 +89,7 @@ class BankService:
         self._instruction_config = instructions
         self._llm = llm
         self._worker = Worker("memoryd-llm")
-        self._routing: OrderedDict[str, Future[ProcessResult]] = OrderedDict()
+        self._routing: dict[str, tuple[Future[ProcessResult], float]] = {}
         self._bank_roots = tuple(bank_roots)
         self._read_only = frozenset(m.casefold() for m in read_only_modes)
         self._clock = clock
@@ -170,20 +169,31 @@ class BankService:
         if apply:
             self._check_writable(mode)
         self._registry.get(cwd)
-        future = self._routing.get(request)
-        if future is None:
-            text, llm, now = redact(content).text, self._llm, datetime.now(UTC)
-            future = self._worker.submit(partial(process_content, text, llm, now))
-            future.add_done_callback(lambda _done: self.wake())  # on the worker thread
-            self._routing[request] = future
-            while len(self._routing) > MAX_ROUTING:
-                self._routing.popitem(last=False)[1].cancel()
+        self._forget_stale_routing()
+        known = self._routing.get(request)
+        if known is not None:
+            return known[0]
+        text, llm, now = redact(content).text, self._llm, datetime.now(UTC)
+        start_by = time.monotonic() + llm.timeout_s
+        future = self._worker.submit(partial(_route_in_time, text, llm, now, start_by))
+        future.add_done_callback(lambda _done: self.wake())  # runs on the worker thread
+        self._routing[request] = (future, time.monotonic())
         return future
+
+    def _forget_stale_routing(self) -> None:
+        """Answers nobody came back for (the request was parked past its deadline): every
+        request waits at most ``llm_wait_s``, so older finished ones can go."""
+        cutoff = time.monotonic() - 2 * self.llm_wait_s
+        for request, (future, since) in list(self._routing.items()):
+            if since < cutoff and future.done():
+                del self._routing[request]
 
     @property
     def llm_wait_s(self) -> float:
-        """How long a request waits for the LLM worker: its timeout, and a margin."""
-        return (self._llm.timeout_s if self._llm is not None else 0.0) + 5.0
+        """How long a request may wait for the LLM: in the worker's queue at most the LLM
+        timeout (then the rules answer instead), the call itself at most twice it (connecting
+        and reading are timed separately), and a margin."""
+        return 3 * (self._llm.timeout_s if self._llm is not None else 0.0) + 5.0
 
     def process(
         self, cwd: str | None, content: str, *, apply: bool, mode: str | None, request: str = ""
@@ -192,7 +202,7 @@ class BankService:
             self._check_writable(mode)
         project = self._registry.get(cwd)
         now = datetime.now(UTC)
-        routed = self._routing.pop(request, None) if request else None
+        routed = self._routing.pop(request, (None, 0.0))[0] if request else None
         # Nothing unredacted leaves the machine; the rules see the text the LLM would have seen.
         if routed is None:
             processed = process_content(redact(content).text, self._llm, now)
@@ -385,3 +395,12 @@ def _bank_name(bank: Bank, path: Path) -> str:
 
 def _convert(value: object, kind: type[_T]) -> _T:
     return msgspec.convert(msgspec.to_builtins(value), kind)
+
+
+def _route_in_time(text: str, llm: LlmProcessor, now: datetime, start_by: float) -> ProcessResult:
+    """On the LLM worker: the LLM's routing, or the rules' when the request waited in the queue
+    so long that the LLM could not answer in time (one worker; the endpoint is slow)."""
+    if time.monotonic() > start_by:
+        reason = f"timeout: the LLM was busy with other requests for over {llm.timeout_s:g} s"
+        return ProcessResult(route(text, now), "rules", reason)
+    return process_content(text, llm, now)

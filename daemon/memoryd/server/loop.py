@@ -204,7 +204,19 @@ class Server:
                 "request", op=op, project=request.project, ms=_ms(started), outcome="replayed"
             )
             return
+        parked = self._parked_as(request)
+        if parked is not None:
+            # A client's retry of a request still waiting: the answer goes to the retry, and
+            # the request is not run a second time (an LLM-routed bank change would be).
+            parked.envelope = envelope
+            self._log.info("request", op=op, project=request.project, outcome="rejoined")
+            return
         self._dispatch(envelope, request, started)
+
+    def _parked_as(self, request: p.Request) -> _ParkedRequest | None:
+        if not _unique(request.id):
+            return None
+        return next((item for item in self._parked if item.request.id == request.id), None)
 
     def _decode(self, frame: bytes) -> p.Request | p.Error:
         try:
@@ -238,10 +250,15 @@ class Server:
         if isinstance(reply, Parked):
             self._parked.append(_ParkedRequest(envelope, request, reply, started))
             return
+        self._answer(envelope, request, reply, started)
+
+    def _answer(
+        self, envelope: list[bytes], request: p.Request, reply: p.Ok | p.Error, started: float
+    ) -> None:
+        """Send the reply; a change's is kept, so that a retry of it is answered, not re-run."""
         encoded = self._reply(envelope, reply, request.project, started, _op(request))
-        rid = request.id
-        if type(request) in MUTATING and isinstance(rid, str) and len(rid) >= UNIQUE_ID_CHARS:
-            self._remember_reply(rid, encoded)
+        if type(request) in MUTATING and _unique(request.id):
+            self._remember_reply(str(request.id), encoded)
 
     def _run(self, request: p.Request) -> p.Ok | p.Error | Parked:
         try:
@@ -301,18 +318,21 @@ class Server:
         now = time.monotonic()
         waiting: list[_ParkedRequest] = []
         for item in self._parked:
-            tag = _op(item.request)
             ready = item.parked.ready
             if ready is not None and not ready() and now < item.parked.deadline:
                 waiting.append(item)
                 continue
             reply = self._run(item.request)
             if isinstance(reply, Parked) and now < item.parked.deadline:
+                # Waiting on something new now: its test, never past the first deadline.
+                item.parked = Parked(
+                    min(item.parked.deadline, reply.deadline), reply.on_timeout, reply.ready
+                )
                 waiting.append(item)
                 continue
             if isinstance(reply, Parked):
                 reply = p.Ok(id=item.request.id, result=item.parked.on_timeout)
-            self._reply(item.envelope, reply, item.request.project, item.started, tag)
+            self._answer(item.envelope, item.request, reply, item.started)
         self._parked = waiting
 
     def watch_disconnects(self) -> None:
@@ -341,6 +361,11 @@ class Server:
         self.mailbox.close(linger=0)
         self._sig_r.close()
         self._sig_w.close()
+
+
+def _unique(request_id: object) -> bool:
+    """An id a client made unique (memctl's are 32 hex digits), not a reused counter."""
+    return isinstance(request_id, str) and len(request_id) >= UNIQUE_ID_CHARS
 
 
 def _ignore(signum: int, frame: object) -> None:
