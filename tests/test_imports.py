@@ -84,3 +84,15 @@ def test_memctl_command_starts_without_typing_extensions_or_the_request_decoder(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.split() == ["3", "True", "0"]  # daemon unavailable, as it should be here
+
+
+def test_hook_command_is_found_behind_global_options() -> None:
+    from memctl.cli import _command_of, _parser
+
+    assert _command_of(["--project", "hook", "status"]) == "status"  # DIR may be named "hook"
+    assert _command_of(["--timeout", "2", "--json", "hook", "--agent", "claude"]) == "hook"
+    assert _command_of(["--json"]) is None
+    args = _parser(only_hook=True).parse_args(
+        ["--json", "--project", "/p", "hook", "--agent", "codex"]
+    )
+    assert (args.command, args.agent, args.project, args.json) == ("hook", "codex", "/p", True)

@@ -319,9 +319,23 @@ def cmd_save_memory(s: Session) -> None:
 # ----------------------------------------------------------------------------- parser
 
 
-def _parser() -> argparse.ArgumentParser:
-    categories = list(get_args(protocol.Category))
-    statuses = list(get_args(protocol.Status))
+GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--project", "--timeout"})
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command word of ``argv`` (the first argument that is not a global option)."""
+    words = iter(argv)
+    for word in words:
+        if word in GLOBAL_OPTIONS_WITH_VALUE:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _parser(only_hook: bool = False) -> argparse.ArgumentParser:
+    """The command line. ``only_hook``: just the global options and ``hook``, which an agent runs
+    on every prompt and tool call: building every other command's parser would add to each."""
     parser = argparse.ArgumentParser(prog="memctl", description="Talk to the memoryd daemon.")
     parser.add_argument("--json", action="store_true", help="machine output: one JSON object")
     parser.add_argument("--project", metavar="DIR", help="act on the project of DIR (default: cwd)")
@@ -333,6 +347,14 @@ def _parser() -> argparse.ArgumentParser:
         cmd.set_defaults(func=func)
         return cmd
 
+    agents = list(get_args(protocol.Agent))
+    p = add("hook", _lazy("memctl.hook", "run"), "answer an agent hook: its JSON on stdin")
+    p.add_argument("--agent", choices=agents, help="the agent (default: guessed from the JSON)")
+    p.add_argument("--event", help="the event (default: the JSON's hook_event_name)")
+    if only_hook:
+        return parser
+    categories = list(get_args(protocol.Category))
+    statuses = list(get_args(protocol.Status))
     add("status", cmd_status, "daemon and project status")
     p = add("remember", cmd_remember, "store TEXT in project memory ('-' reads stdin)")
     p.add_argument("text")
@@ -396,10 +418,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--target", choices=["project", "local", "global"], default="project")
     p.add_argument("--yes", action="store_true", help="write it (without: only show the diff)")
     add("ingest", cmd_ingest, "import bank decisions and completed progress items as entries")
-    agents = list(get_args(protocol.Agent))
-    p = add("hook", _lazy("memctl.hook", "run"), "answer an agent hook: its JSON on stdin")
-    p.add_argument("--agent", choices=agents, help="the agent (default: guessed from the JSON)")
-    p.add_argument("--event", help="the event (default: the JSON's hook_event_name)")
     p = add("install-hooks", _lazy("memctl.install_hooks", "run"), "add memctl hooks to an agent")
     p.add_argument("agent", choices=agents)
     p.add_argument("--scope", choices=["user", "project"], default="user")
@@ -455,7 +473,8 @@ def _lazy(module: str, name: str) -> Callable[[Session], None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = _parser(only_hook=_command_of(words) == "hook").parse_args(words)
     if args.command == "alias" and args.action != "list" and not args.term:
         print(f"memctl: alias {args.action} needs a TERM", file=sys.stderr)
         return EXIT_USAGE
