@@ -266,3 +266,21 @@ def test_repeated_finalization_keeps_one_episode(env: Env, daemon: Daemon) -> No
     assert _session_end(env, path)["finalized"] is True
     episodes = ok_json(env, "episodes")["episodes"]
     assert len(episodes) == 1 and episodes[0]["turns"] == 2
+
+
+def test_agent_installed_after_the_daemon_started_is_captured(env: Env) -> None:
+    """~/.claude/projects did not exist when the daemon started (Claude Code installed later):
+    once it appears, it is watched, and what was already written there is caught up."""
+    root = env.home / ".claude" / "projects"
+    root.rmdir()
+    daemon = Daemon(env, {"MEMORYD_JOBS__CAPTURE_IDLE_CHECK_S": "0.3"}).start()
+    try:
+        path = _transcript(env)  # creates the folder
+        role, text = CONVERSATION[2]
+        _append(path, [_record(env, role, text, 2)])  # before the daemon noticed the folder
+        _until(lambda: _found(env, "cart cache lock", "decided to use a lock"), "caught up")
+        role, text = CONVERSATION[5]
+        _append(path, [_record(env, role, text, 5)])  # and watched from then on
+        _until(lambda: _found(env, "pricing currency", "currency conversion"), "watched")
+    finally:
+        daemon.stop()

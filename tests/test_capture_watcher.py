@@ -227,3 +227,22 @@ def test_a_failing_on_change_does_not_stop_the_watcher(home: Path) -> None:
         append(second)
         calls.wait_for(second)
     assert failures == [str(first)]
+
+
+def test_a_root_that_appears_after_start_is_watched_and_scanned(tmp_path: Path) -> None:
+    (tmp_path / ".claude" / "projects").mkdir(parents=True)
+    calls = Calls()
+    with watching(default_roots(tmp_path), calls) as watcher:
+        sessions = tmp_path / ".codex" / "sessions"
+        assert str(sessions) in watcher.missing_roots
+        assert watcher.watch_missing() == []  # still absent: nothing new, still listed
+        assert str(sessions) in watcher.missing_roots
+        day = sessions / "2026" / "01" / "02"
+        early = day / f"rollout-2026-01-02T10-00-00-{SESSION}.jsonl"
+        append(early)  # written before the daemon noticed the folder
+        [appeared] = watcher.watch_missing()
+        assert appeared.path == str(sessions) and str(sessions) not in watcher.missing_roots
+        assert watcher.scan(1, time.time(), roots=[appeared]) == [str(early)]
+        later = day / "rollout-2026-01-02T11-00-00-0b5b3d4e-8f5e-4c47-9d1c-2f0a4a1b2c3e.jsonl"
+        append(later)
+        calls.wait_for(later)  # and it is watched from now on

@@ -45,6 +45,7 @@ class Daemon:
         self.capture: CaptureService | None = None
         self.banks: BankService | None = None
         self.bank_writer: BankWriter | None = None
+        self.watcher: TranscriptWatcher | None = None
 
     def run(self) -> int:
         started = time.monotonic()
@@ -229,6 +230,7 @@ class Daemon:
             messages.post(zctx, messages.FileChanged(path))
 
         watcher = TranscriptWatcher(roots, changed, debounce_s=settings.debounce_s)
+        self.watcher = watcher
         try:
             watcher.start()
             if watcher.missing_roots:
@@ -240,6 +242,17 @@ class Daemon:
             yield
         finally:
             watcher.stop()
+
+    def _watch_appeared_roots(self) -> None:
+        """A transcript folder missing at start (the agent was installed later) is watched once
+        it exists, and what it already holds is caught up."""
+        if self.watcher is None or self.capture is None:
+            return
+        appeared = self.watcher.watch_missing()
+        if appeared:
+            self.log.info("capture_roots_appeared", roots=[r.path for r in appeared])
+            backfill = self.settings.capture.backfill_days
+            self.capture.queue(self.watcher.scan(backfill, time.time(), roots=appeared))
 
     def _watch_banks(self, watcher: TranscriptWatcher) -> None:
         """External edits of decisionLog.md / progress.md become entries (SPEC §9): each open
@@ -291,6 +304,7 @@ class Daemon:
                     self.banks.sync_due()
             case messages.Tick(job="capture_idle"):
                 if self.capture is not None:
+                    self._watch_appeared_roots()
                     self.capture.finalize_idle()
             case messages.Tick(job="quarantine"):
                 assert self.registry is not None

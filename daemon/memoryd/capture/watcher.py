@@ -4,8 +4,9 @@ The watcher only reports paths; reading them (``capture.tail``) and everything a
 the owner thread, which ``on_change`` is expected to message over ``inproc://`` (SPEC §1): it
 runs on the watcher's own debounce thread and must not touch the store.
 
-Roots that do not exist at ``start()`` are skipped and listed in ``missing_roots``; a root that
-appears later is picked up at the next start (the start-up ``scan`` then catches its files up).
+Roots that do not exist at ``start()`` are skipped and listed in ``missing_roots``; one that
+appears later (an agent installed while the daemon runs) is picked up by ``watch_missing``,
+which the daemon calls periodically, and its files are caught up by a ``scan`` of that root.
 On Linux (inotify) an append arrives as ``FileModifiedEvent``, a new file as ``FileCreatedEvent``
 (also a file moved in from outside the root), and a rename inside the root (an atomic
 ``os.replace`` of a rewritten document) as ``FileMovedEvent`` whose ``dest_path`` is the file.
@@ -151,6 +152,22 @@ class TranscriptWatcher:
             log.warning("capture.root_unwatchable", root=root.path, error=str(error))
             self._missing.append(root.path)
 
+    def watch_missing(self) -> list[WatchRoot]:
+        """Watch the missing roots that exist now; the ones newly watched (whose files the
+        caller catches up with ``scan``). Callable while running, from the thread that
+        started the watcher."""
+        observer = self._observer
+        if self._state is not RunState.RUNNING or observer is None or not self._missing:
+            return []
+        waiting, self._missing = self._missing, []
+        appeared = []
+        for root in self._roots:
+            if root.path in waiting:
+                self._watch(observer, root)  # lists it as missing again if it still is
+                if root.path not in self._missing:
+                    appeared.append(root)
+        return appeared
+
     def watch_folder(self, path: str, accept: Callable[[str], bool]) -> bool:
         """Also report changes to the files directly in ``path`` that ``accept`` (e.g. a
         project's ``memory-bank/``), through the same debounce. Callable while running; a folder
@@ -188,12 +205,15 @@ class TranscriptWatcher:
             self._worker.join()
             self._worker = None
 
-    def scan(self, backfill_days: float, now: float) -> list[str]:
-        """The transcripts under the roots modified since ``now - backfill_days`` (wall-clock
-        seconds, as ``time.time()``), oldest first: the start-up catch-up."""
+    def scan(
+        self, backfill_days: float, now: float, roots: Sequence[WatchRoot] | None = None
+    ) -> list[str]:
+        """The transcripts under the roots (all, or ``roots``) modified since ``now -
+        backfill_days`` (wall-clock seconds, as ``time.time()``), oldest first: the start-up
+        catch-up, and that of a root that appeared later."""
         since = now - backfill_days * DAY_S
         found: list[tuple[float, str]] = []
-        for root in self._roots:
+        for root in self._roots if roots is None else roots:
             for folder, _dirs, names in os.walk(root.path):
                 for name in names:
                     path = os.path.join(folder, name)
