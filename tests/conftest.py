@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,6 +164,20 @@ def memctl(
         timeout=timeout,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+UNTIL_DEADLINE_S = 30.0
+
+
+def until(check: Callable[[], Any], what: str, deadline_s: float = UNTIL_DEADLINE_S) -> Any:
+    """Ask ``check`` again and again (each time a real round trip or file read, never a sleep)
+    until it returns something true, and return that; fail after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+    raise AssertionError(f"not within {deadline_s}s: {what}")
 
 
 def ok_json(env: Env, *args: str, stdin: str | None = None) -> dict:

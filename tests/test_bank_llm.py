@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -237,47 +237,85 @@ def test_without_an_llm_or_text_the_rules_answer(endpoint: Endpoint) -> None:
     assert endpoint.received == []  # blank text never reaches the endpoint
 
 
+def _holding_llm_daemon(endpoint: Endpoint, env) -> Daemon:
+    """A daemon whose LLM endpoint holds every answer until released (and whose LLM timeout,
+    60 s, is far longer than any test waits), with an initialised bank."""
+    endpoint.hang = True
+    daemon = Daemon(
+        env,
+        {
+            "MEMORYD_BANKS__LLM_BASE_URL": endpoint.url,
+            "MEMORYD_BANKS__LLM_MODEL": "m",
+            "MEMORYD_BANKS__LLM_TIMEOUT_S": "60",
+        },
+    ).start()
+    try:
+        ok_json(env, "bank", "init")
+    except BaseException:
+        daemon.stop()
+        raise
+    return daemon
+
+
+def _until_asked(endpoint: Endpoint, wait: Callable[[], object]) -> None:
+    """Until the daemon has asked the LLM; ``wait`` waits a little on the client's side."""
+    deadline = time.monotonic() + 30
+    while not endpoint.received and time.monotonic() < deadline:
+        wait()
+    assert endpoint.received, "the daemon never asked the LLM"
+
+
+@contextlib.contextmanager
+def _applying(env) -> Iterator[subprocess.Popen[str]]:
+    """``memctl bank process --apply`` running in the background, its text already sent."""
+    process = subprocess.Popen(
+        [str(BIN / "memctl"), "--json", "bank", "process", "--apply"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env.environ(),
+        cwd=env.project,
+    )
+    try:
+        assert process.stdin is not None
+        process.stdin.write(TEXT)
+        process.stdin.close()
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _briefly(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=0.05)
+
+
+def _finished(process: subprocess.Popen[str]) -> tuple[str, str]:
+    process.wait(timeout=60)
+    assert process.stdout is not None and process.stderr is not None
+    return process.stdout.read(), process.stderr.read()
+
+
 def test_daemon_serves_every_other_client_while_the_llm_thinks(endpoint: Endpoint, env) -> None:
     """The LLM is asked from a worker thread: while the endpoint holds its answer, other
     requests are answered (with the owner thread blocked, ``memctl status`` would give up at its
     own short timeout, well before the 60 s the daemon allows the LLM)."""
-    endpoint.hang = True
-    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
-    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
+    daemon = _holding_llm_daemon(endpoint, env)
     try:
-        ok_json(env, "bank", "init")
-        process = subprocess.Popen(
-            [str(BIN / "memctl"), "--json", "bank", "process", "--apply"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env.environ(),
-            cwd=env.project,
-        )
-        try:
-            assert process.stdin is not None
-            process.stdin.write(TEXT)
-            process.stdin.close()
-            deadline = time.monotonic() + 30
-            while not endpoint.received and time.monotonic() < deadline:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=0.05)
-            assert endpoint.received, "the daemon never asked the LLM"
+        with _applying(env) as process:
+            _until_asked(endpoint, lambda: _briefly(process))
             status = memctl(env, "status")
             assert status.code == 0, status.stderr
             assert "# Progress" in ok_json(env, "bank", "read", "progress.md")["content"]
             assert process.poll() is None  # still waiting for its answer
             endpoint.release.set()
-            process.wait(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        assert process.stdout is not None and process.stderr is not None
-        out, err = process.stdout.read(), process.stderr.read()
-        process.stdout.close()
-        process.stderr.close()
+            out, err = _finished(process)
         assert process.returncode == 0, err
         result = json.loads(out)
         assert result["source"] == "llm" and result["fallback_reason"] is None
@@ -290,40 +328,14 @@ def test_daemon_serves_every_other_client_while_the_llm_thinks(endpoint: Endpoin
 def test_stop_does_not_wait_for_a_hanging_llm(endpoint: Endpoint, env) -> None:
     """SIGTERM while the endpoint holds its answer: the daemon exits at once, and the client
     waiting on the LLM is told nothing was applied (the rules' fallback reason says why)."""
-    endpoint.hang = True
-    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
-    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
-    ok_json(env, "bank", "init")
-    process = subprocess.Popen(
-        [str(BIN / "memctl"), "--json", "bank", "process", "--apply"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env.environ(),
-        cwd=env.project,
-    )
+    daemon = _holding_llm_daemon(endpoint, env)
     try:
-        out, err = "", ""
-        assert process.stdin is not None
-        process.stdin.write(TEXT)
-        process.stdin.close()
-        deadline = time.monotonic() + 30
-        while not endpoint.received and time.monotonic() < deadline:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=0.05)
-        assert endpoint.received, "the daemon never asked the LLM"
-        assert daemon.stop() == 0  # within the harness's stop timeout, not the LLM's 60 s
-        process.wait(timeout=30)
-        assert process.stdout is not None and process.stderr is not None
-        out, err = process.stdout.read(), process.stderr.read()
+        with _applying(env) as process:
+            _until_asked(endpoint, lambda: _briefly(process))
+            assert daemon.stop() == 0  # within the harness's stop timeout, not the LLM's 60 s
+            out, err = _finished(process)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        daemon.stop()  # a no-op once stopped; stops it if an assertion came first
     assert process.returncode == 0, err
     result = json.loads(out)
     assert result["applied"] == [] and "timeout" in result["fallback_reason"]
@@ -341,22 +353,16 @@ def test_retry_of_a_request_waiting_on_the_llm_is_answered_not_run_again(
 ) -> None:
     """A client that gave up waiting sends the same request again (same id, new socket): the
     parked request answers the retry, and the LLM is asked, and the bank changed, once."""
-    endpoint.hang = True
-    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
-    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
+    daemon = _holding_llm_daemon(endpoint, env)
     ctx = zmq.Context()
     try:
-        ok_json(env, "bank", "init")
         request = protocol.BankProcess(
             id=uuid.uuid4().hex, project=str(env.project), content=TEXT, apply=True
         )
         frame = protocol.encode(request)
         first, retry = _dealer(ctx, env), _dealer(ctx, env)
         first.send(frame)
-        deadline = time.monotonic() + 30
-        while not endpoint.received and time.monotonic() < deadline:
-            first.poll(50)  # nothing comes back yet: the LLM holds its answer
-        assert endpoint.received, "the daemon never asked the LLM"
+        _until_asked(endpoint, lambda: first.poll(50))  # nothing comes back yet
         retry.send(frame)
         assert memctl(env, "status").code == 0  # the retry is taken in; the daemon serves on
         endpoint.release.set()
@@ -376,12 +382,9 @@ def test_retry_of_a_request_waiting_on_the_llm_is_answered_not_run_again(
 
 
 def test_many_requests_waiting_on_the_llm_are_each_answered_once(endpoint: Endpoint, env) -> None:
-    endpoint.hang = True
-    llm = {"MEMORYD_BANKS__LLM_BASE_URL": endpoint.url, "MEMORYD_BANKS__LLM_MODEL": "m"}
-    daemon = Daemon(env, llm | {"MEMORYD_BANKS__LLM_TIMEOUT_S": "60"}).start()
+    daemon = _holding_llm_daemon(endpoint, env)
     ctx = zmq.Context()
     try:
-        ok_json(env, "bank", "init")
         sockets = []
         for n in range(24):  # more than any internal bound would hold
             request = protocol.BankProcess(
@@ -390,9 +393,7 @@ def test_many_requests_waiting_on_the_llm_are_each_answered_once(endpoint: Endpo
             sock = _dealer(ctx, env)
             sock.send(protocol.encode(request))
             sockets.append(sock)
-        deadline = time.monotonic() + 30
-        while not endpoint.received and time.monotonic() < deadline:
-            sockets[0].poll(50)
+        _until_asked(endpoint, lambda: sockets[0].poll(50))
         assert memctl(env, "status").code == 0  # 24 parked requests, and the daemon serves on
         endpoint.release.set()
         for sock in sockets:

@@ -10,12 +10,10 @@ import json
 import re
 import signal
 import threading
-import time
 from pathlib import Path
 
-from conftest import Daemon, Env, memctl, ok_json
+from conftest import Daemon, Env, memctl, ok_json, until
 
-DEADLINE_S = 30.0
 NEVER = {"MEMORYD_BANKS__SYNC_INTERVAL_S": "3600"}  # only explicit, large and final syncs
 OFTEN = {"MEMORYD_BANKS__SYNC_INTERVAL_S": "0.2"}
 
@@ -25,15 +23,6 @@ def _decision(n: int) -> str:
         f"## Decision: Choice number {n}\n\n"
         f"- **Date**: 2026-11-21\n- **Status**: Accepted\n- **Decision**: option {n}.\n"
     )
-
-
-def _until(check, what: str):
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-    raise AssertionError(f"not within {DEADLINE_S}s: {what}")
 
 
 def _bank(env: Env) -> Path:
@@ -72,9 +61,9 @@ def test_changes_reach_disk_in_order_and_no_read_is_torn(env: Env) -> None:
                 versions.add(text)
                 ok_json(env, "bank", "update", "decisionLog.md", stdin=_decision(step))
             final = text
-            _until(lambda: notes.exists() and notes.read_text() == final, "the last write on disk")
+            until(lambda: notes.exists() and notes.read_text() == final, "the last write on disk")
             log = _bank(env) / "decisionLog.md"
-            _until(lambda: "Choice number 15" in log.read_text(), "the last decision on disk")
+            until(lambda: "Choice number 15" in log.read_text(), "the last decision on disk")
         finally:
             stop.set()
             thread.join()
@@ -99,7 +88,7 @@ def test_large_change_is_written_at_once_small_one_waits(env: Env) -> None:
         big = "# Big\n\n" + "word " * 2000  # > 4 KB
         large = ok_json(env, "bank", "write", "notes.md", stdin=big)
         assert large["sync"] == "immediate"
-        _until(lambda: (_bank(env) / "notes.md").exists(), "the large write on disk")
+        until(lambda: (_bank(env) / "notes.md").exists(), "the large write on disk")
         assert (_bank(env) / "notes.md").read_text() == big
         # The FIFO writer has done the large job; the small change is still only in the cache.
         assert active.read_text() == before
@@ -130,9 +119,9 @@ def test_sigkill_between_change_and_sync_loses_nothing(env: Env) -> None:
     try:
         assert "crash test" in ok_json(env, "bank", "read", "activeContext.md")["content"]
         notes = _bank(env) / "notes.md"
-        _until(lambda: notes.exists(), "notes.md written after the restart")
+        until(lambda: notes.exists(), "notes.md written after the restart")
         assert notes.read_text() == "# Notes\n\nkept through a crash\n"
-        _until(lambda: "crash test" in (_bank(env) / "activeContext.md").read_text(), "update")
+        until(lambda: "crash test" in (_bank(env) / "activeContext.md").read_text(), "update")
         log = (_bank(env) / "decisionLog.md").read_text()
         progress = (_bank(env) / "progress.md").read_text()
         assert log.count("## Decision: Choice number 1") == 1

@@ -3,11 +3,7 @@ decisionLog.md by hand, or by `git pull`, becomes a searchable decision entry, o
 
 from __future__ import annotations
 
-import time
-
-from conftest import Daemon, Env, ok_json
-
-DEADLINE_S = 30.0
+from conftest import Daemon, Env, ok_json, until
 
 
 def _decision(title: str, text: str) -> str:
@@ -21,27 +17,18 @@ def _entries_like(env: Env, needle: str) -> list[dict]:
     ]
 
 
-def _until(check, what: str):
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-    raise AssertionError(f"not within {DEADLINE_S}s: {what}")
-
-
 def test_decision_appended_on_disk_becomes_an_entry_once(env: Env, daemon) -> None:
     ok_json(env, "bank", "init", "--brief", "A shop")
     log = env.project / "memory-bank" / "decisionLog.md"
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(_decision("Use Temporal", "Billing workflows run on Temporal."))
-    _until(lambda: _entries_like(env, "Temporal"), "the first decision ingested")
+    until(lambda: _entries_like(env, "Temporal"), "the first decision ingested")
     hits = ok_json(env, "search", "billing workflows temporal")["results"]
     assert hits and hits[0]["category"] == "decision"
 
     with open(log, "a", encoding="utf-8") as fh:  # a second edit, and a second decision
         fh.write(_decision("Use Loki", "Logs are shipped to Loki."))
-    _until(lambda: _entries_like(env, "Loki"), "the second decision ingested")
+    until(lambda: _entries_like(env, "Loki"), "the second decision ingested")
     assert len(_entries_like(env, "Temporal")) == 1  # ingested again, added once
     assert _entries_like(env, "Temporal")[0]["source"]["kind"] == "memory-bank"
 
@@ -55,7 +42,7 @@ def test_completed_progress_item_edited_on_disk(env: Env, daemon) -> None:
             "## Completed\n", "## Completed\n\n- [x] Ship the search page — 2026-11-20\n", 1
         )
     )
-    found = _until(lambda: _entries_like(env, "search page"), "the completed item ingested")
+    found = until(lambda: _entries_like(env, "search page"), "the completed item ingested")
     assert found[0]["category"] == "task_progress"
 
 
@@ -66,6 +53,6 @@ def test_banks_are_watched_with_capture_disabled(env: Env) -> None:
         log = env.project / "memory-bank" / "decisionLog.md"
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(_decision("Use NATS", "Events go over NATS."))
-        _until(lambda: _entries_like(env, "NATS"), "the decision ingested without capture")
+        until(lambda: _entries_like(env, "NATS"), "the decision ingested without capture")
     finally:
         daemon.stop()

@@ -5,17 +5,14 @@ a restart mid-file adds nothing twice, and no planted secret reaches any file me
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import Daemon, Env, memctl, ok_json
+from conftest import Daemon, Env, memctl, ok_json, until
 from memctl import protocol
 from memctl.transport import Client
 
 SESSION = "5f0c2a9e-1d2b-4c3d-8e4f-a1b2c3d4e5f6"
-DEADLINE_S = 30.0
 
 
 def _record(env: Env, role: str, text: str, n: int) -> dict[str, Any]:
@@ -55,16 +52,6 @@ def _append(path: Path, records: list[dict[str, Any]]) -> None:
             fh.flush()
 
 
-def _until(check: Callable[[], Any], what: str) -> Any:
-    """Ask the daemon again and again (each ask is a full round trip) until ``check`` holds."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-    raise AssertionError(f"not within {DEADLINE_S}s: {what}")
-
-
 def _found(env: Env, query: str, needle: str) -> bool:
     results = ok_json(env, "search", query, "-k", "10")["results"]
     return any(needle in r["content"] for r in results)
@@ -83,14 +70,14 @@ def test_transcript_to_findings_to_episode_and_candidates(env: Env, daemon: Daem
     path = _transcript(env)
     for n, (role, text) in enumerate(CONVERSATION[:3]):
         _append(path, [_record(env, role, text, n)])
-    _until(lambda: _found(env, "cart cache lock", "decided to use a lock"), "decision finding")
+    until(lambda: _found(env, "cart cache lock", "decided to use a lock"), "decision finding")
     hit = next(r for r in ok_json(env, "search", "cart cache lock")["results"]
                if "decided" in r["content"])  # fmt: skip
     assert hit["kind"] == "finding" and hit["session_id"] == SESSION
 
     for n, (role, text) in enumerate(CONVERSATION[3:], start=3):
         _append(path, [_record(env, role, text, n)])
-    _until(lambda: _found(env, "pricing currency", "currency conversion"), "architecture finding")
+    until(lambda: _found(env, "pricing currency", "currency conversion"), "architecture finding")
 
     # SessionEnd exactly as Claude Code sends it, through the real `memctl hook`.
     payload = {
@@ -102,7 +89,7 @@ def test_transcript_to_findings_to_episode_and_candidates(env: Env, daemon: Daem
     }
     hooked = memctl(env, "hook", "--agent", "claude", stdin=json.dumps(payload))
     assert hooked.code == 0 and hooked.stdout == ""  # SessionEnd expects no output
-    episodes = _until(lambda: ok_json(env, "episodes")["episodes"], "the episode")
+    episodes = until(lambda: ok_json(env, "episodes")["episodes"], "the episode")
     assert len(episodes) == 1
     episode = episodes[0]
     assert episode["session_id"] == SESSION and episode["agent"] == "claude"
@@ -135,14 +122,14 @@ def test_restart_mid_file_resumes_without_duplicates(env: Env) -> None:
     try:
         for n, (role, text) in enumerate(CONVERSATION[:3]):
             _append(path, [_record(env, role, text, n)])
-        _until(lambda: _found(env, "cart cache lock", "decided to use a lock"), "first findings")
+        until(lambda: _found(env, "cart cache lock", "decided to use a lock"), "first findings")
     finally:
         daemon.kill()  # no chance to save cursors: the file is read again from the start
     for n, (role, text) in enumerate(CONVERSATION[3:], start=3):
         _append(path, [_record(env, role, text, n)])
     again = Daemon(env).start()
     try:
-        _until(lambda: _found(env, "pricing currency", "currency conversion"), "later findings")
+        until(lambda: _found(env, "pricing currency", "currency conversion"), "later findings")
         results = ok_json(env, "search", "cart cache", "-k", "50")["results"]
         contents = [r["content"] for r in results]
         assert len(contents) == len(set(contents)), contents
@@ -190,7 +177,7 @@ def test_planted_secrets_reach_no_file(env: Env, daemon: Daemon) -> None:
     ]
     for n, (role, text) in enumerate(texts):
         _append(path, [_record(env, role, text, n)])
-    _until(lambda: _found(env, "postgres commit", "postgres"), "the last finding")
+    until(lambda: _found(env, "postgres commit", "postgres"), "the last finding")
     ok_json(env, "remember", f"The backup key is {s['aws']} and the admin is {s['email']}")
     assert _session_end(env, path)["finalized"] is True
     ok_json(env, "check")
@@ -242,9 +229,9 @@ def _codex_rollout(
 def test_forked_session_starts_with_its_parents_findings(env: Env, daemon: Daemon) -> None:
     parent, child = "0199aaaa-0000-7000-8000-000000000001", "0199aaaa-0000-7000-8000-000000000002"
     _codex_rollout(env, parent, ["We decided to use Temporal for the billing workflows."])
-    _until(lambda: _found(env, "temporal billing", "Temporal"), "the parent's finding")
+    until(lambda: _found(env, "temporal billing", "Temporal"), "the parent's finding")
     _codex_rollout(env, child, ["Turns out the root cause was clock skew on the worker."], parent)
-    _until(lambda: _found(env, "clock skew worker", "clock skew"), "the child's own finding")
+    until(lambda: _found(env, "clock skew worker", "clock skew"), "the child's own finding")
     sessions = {
         r["session_id"]
         for r in ok_json(env, "search", "temporal billing", "-k", "10")["results"]
@@ -258,11 +245,11 @@ def test_repeated_finalization_keeps_one_episode(env: Env, daemon: Daemon) -> No
     path = _transcript(env)
     _append(path, [_record(env, "user", "Please migrate the invoices table.", 0)])
     _append(path, [_record(env, "assistant", "We decided to use a backfill job for invoices.", 1)])
-    _until(lambda: _found(env, "backfill invoices", "backfill job"), "first turn")
+    until(lambda: _found(env, "backfill invoices", "backfill job"), "first turn")
     assert _session_end(env, path)["finalized"] is True
     _append(path, [_record(env, "user", "Now add an index on invoices.customer_id.", 2)])
     _append(path, [_record(env, "assistant", "Turns out the index already existed in staging.", 3)])
-    _until(lambda: _found(env, "index staging", "already existed"), "second turn")
+    until(lambda: _found(env, "index staging", "already existed"), "second turn")
     assert _session_end(env, path)["finalized"] is True
     episodes = ok_json(env, "episodes")["episodes"]
     assert len(episodes) == 1 and episodes[0]["turns"] == 2
@@ -278,9 +265,9 @@ def test_agent_installed_after_the_daemon_started_is_captured(env: Env) -> None:
         path = _transcript(env)  # creates the folder
         role, text = CONVERSATION[2]
         _append(path, [_record(env, role, text, 2)])  # before the daemon noticed the folder
-        _until(lambda: _found(env, "cart cache lock", "decided to use a lock"), "caught up")
+        until(lambda: _found(env, "cart cache lock", "decided to use a lock"), "caught up")
         role, text = CONVERSATION[5]
         _append(path, [_record(env, role, text, 5)])  # and watched from then on
-        _until(lambda: _found(env, "pricing currency", "currency conversion"), "watched")
+        until(lambda: _found(env, "pricing currency", "currency conversion"), "watched")
     finally:
         daemon.stop()

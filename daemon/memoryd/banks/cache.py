@@ -18,7 +18,6 @@ has served, and is what readers get while the daemon runs. A file's cached text 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import time
 import uuid
@@ -57,6 +56,7 @@ from memoryd.core.errors import (
     TooLarge,
     Unavailable,
 )
+from memoryd.core.projects import slug as project_slug
 
 BANK_TYPE = "memory-bank"
 MAX_CLEAN_BANKS = 32  # banks kept with nothing pending; the least recently used are dropped
@@ -93,7 +93,8 @@ class CachedBank:
     last_sync: float | None = None
 
     @property
-    def busy(self) -> bool:
+    def has_work(self) -> bool:
+        """Changes not on disk yet, or a write in flight: never dropped from the cache."""
         return any(f.pending or f.flushing for f in self.files.values())
 
 
@@ -109,9 +110,11 @@ class Synced(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Submit(msgspec.Struct, frozen=True):
-    """How a change was scheduled: at the next periodic sync, or at once (a large change)."""
+    """Where a change goes (the path, and the real file's name in the bank), and how it was
+    scheduled: at the next periodic sync, or at once (a large change)."""
 
     path: Path
+    name: str
     sync: str  # "scheduled" | "immediate" | "unchanged"
 
 
@@ -149,7 +152,7 @@ class BankCache:
         return cached
 
     def _evict(self) -> None:
-        idle = [key for key, cached in self._banks.items() if not cached.busy]
+        idle = [key for key, cached in self._banks.items() if not cached.has_work]
         for key in idle[: max(0, len(idle) - MAX_CLEAN_BANKS)]:
             del self._banks[key]
 
@@ -235,11 +238,11 @@ class BankCache:
         cached.bank.check_dir()
         path, file = self._file(cached, name)
         if request and (request, file.name) in self._journal.recovered.requests:
-            return Submit(path, "scheduled")
+            return Submit(path, file.name, "scheduled")
         op = op_for(file.text)
         new = apply_op(file.name, file.text, op)
         if new == file.text:
-            return Submit(path, "unchanged")
+            return Submit(path, file.name, "unchanged")
         record = OpRecord(
             seq=self._journal.next_seq(),
             ts=self._clock(),
@@ -259,8 +262,8 @@ class BankCache:
         file.text, file.changed_at = new, record.ts
         if op_size(op) > self._immediate_bytes:
             self._enqueue(cached, file)
-            return Submit(path, "immediate")
-        return Submit(path, "scheduled")
+            return Submit(path, file.name, "immediate")
+        return Submit(path, file.name, "scheduled")
 
     def apply(self, root: Path, name: str, op: Op, request: str = "") -> Submit:
         return self.change(root, name, lambda _old: op, request)
@@ -376,15 +379,12 @@ class BankCache:
             reasons = {r.seq: result.error for r in done}
         else:
             reasons = {f.seq: f.reason for f in result.failed}
-        kept, saved = self._set_aside_all(cached, [r for r in done if r.seq in reasons], reasons)
-        file.pending = kept + [r for r in file.pending if r.seq > result.upto]
+        saved = self._settle(cached, file, result.upto, reasons)
         if result.error is not None:
             file.loaded = False  # whatever is there now is read again before it is served
         else:
             file.base, file.sig, file.loaded = result.text, result.sig, True
         file.rebuild()
-        if not kept:
-            self._journal.append(Flushed(root=result.root, name=result.name, upto=result.upto))
         cached.last_sync = self._clock()
         if any(op_size(r.op) > self._immediate_bytes for r in file.pending):
             self._enqueue(cached, file)  # a large change came while the writer had the file
@@ -407,12 +407,24 @@ class BankCache:
                 f"{len(file.pending)} change(s) are kept and retried at the next sync"
             )
 
+    def _settle(
+        self, cached: CachedBank, file: CachedFile, upto: int, reasons: dict[int, str]
+    ) -> list[Path]:
+        """The file's operations up to ``upto`` are done: those in ``reasons`` did not apply and
+        are set aside, the others are on disk. One that could not be set aside stays pending
+        (tried again at the next sync) rather than be dropped, and the journal then still
+        holds them all. Returns where the set-aside ones went."""
+        done = [r for r in file.pending if r.seq <= upto]
+        kept, saved = self._set_aside_all(cached, [r for r in done if r.seq in reasons], reasons)
+        file.pending = kept + [r for r in file.pending if r.seq > upto]
+        if not kept:
+            self._journal.append(Flushed(root=str(cached.root), name=file.name, upto=upto))
+        return saved
+
     def _set_aside_all(
         self, cached: CachedBank, records: list[OpRecord], reasons: dict[int, str]
     ) -> tuple[list[OpRecord], list[Path]]:
-        """Set aside each record; those that could not be saved are returned, to stay pending
-        (and be tried again at the next sync) rather than be dropped, with where the others
-        went."""
+        """Set aside each record: those that could not be saved, and where the others went."""
         kept, saved = [], []
         for record in records:
             try:
@@ -428,7 +440,7 @@ class BankCache:
 
     def _set_aside(self, cached: CachedBank, record: OpRecord, reason: str) -> Path:
         """Keep a change that could not be applied where the user can find it, and say so."""
-        folder = self._conflicts_dir / f"{cached.root.name}-{_short_hash(str(cached.root))}"
+        folder = self._conflicts_dir / project_slug(cached.root)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Sequence numbers start again after the journal empties: the name must be unique anyway.
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(record.ts))
@@ -465,14 +477,7 @@ class BankCache:
             marker = pending.flushing
             if marker is None or self._disk_hash(cached, name) != marker.hash:
                 continue  # not written: every operation is applied again, over what is there
-            done = [r for r in file.pending if r.seq <= marker.upto]
-            left_out = {f.seq: f.reason for f in marker.failed}
-            kept, _saved = self._set_aside_all(
-                cached, [r for r in done if r.seq in left_out], left_out
-            )
-            file.pending = kept + [r for r in file.pending if r.seq > marker.upto]
-            if not kept:
-                self._journal.append(Flushed(root=root, name=name, upto=marker.upto))
+            self._settle(cached, file, marker.upto, {f.seq: f.reason for f in marker.failed})
         self._journal.compact(self._unsettled())
 
     @staticmethod
@@ -536,10 +541,6 @@ def _modified(file: CachedFile) -> float:
 
 def _iso(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def _short_hash(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=4).hexdigest()
 
 
 def _kind(op: Op) -> str:

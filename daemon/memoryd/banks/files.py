@@ -35,7 +35,6 @@ from memoryd.core.bank_ops import (
     Update,
     Write,
     apply_op,
-    check_change,
     text_hash,
 )
 from memoryd.core.bank_optimise import WARN_TOKENS, OptimisePlan, optimise, optimise_ops
@@ -225,9 +224,6 @@ class Bank:
             created.append(name)
         return InitResult(created, existing)
 
-    def _current(self, name: str, path: Path) -> str | None:
-        return _read_text(name, path)[0] if os.path.lexists(path) else None
-
     def check_dir(self) -> None:
         """Refuse early what would make every write fail."""
         if not self.project_root.is_dir():
@@ -261,24 +257,20 @@ class Bank:
 
     def store(self, path: Path, text: str) -> Sig:
         """Write ``text`` atomically (keeping the file's permissions); its new signature."""
-        sig = self.store_if_unchanged(path, text, None, check=False)
-        assert sig is not None  # nothing to check: the write is never called off
-        return sig
+        written = self._write(path, text, unless=None)
+        assert written is not None  # nothing can call it off
+        return written
 
-    def store_if_unchanged(
-        self, path: Path, text: str, expect: Sig | None, *, check: bool = True
-    ) -> Sig | None:
-        """As ``store``, unless (``check``) the file on disk is no longer the one of signature
-        ``expect`` at the moment of the rename: then nothing is written (None)."""
+    def store_if_unchanged(self, path: Path, text: str, expect: Sig | None) -> Sig | None:
+        """As ``store``, unless the file on disk is no longer the one of signature ``expect``
+        at the moment of the rename: then nothing is written (None)."""
+        return self._write(path, text, unless=lambda: stat_sig(path) != expect)
+
+    def _write(self, path: Path, text: str, unless: Callable[[], bool] | None) -> Sig | None:
         self._make_dirs(path)
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else FILE_MODE
-        changed = (lambda: stat_sig(path) != expect) if check else None
-        written = write_atomic(path, text.encode("utf-8"), mode, unless=changed)
+        written = write_atomic(path, text.encode("utf-8"), mode, unless=unless)
         return None if written is None else file_sig(written)
-
-    def _store(self, name: str, path: Path, old: str | None, new: str) -> None:
-        check_change(self._real_name(path), old, new)
-        self.store(path, new)
 
     def _change(self, name: str, op_for: Callable[[str | None], Op]) -> Path:
         path, real, old, _sig = self.load(name)
@@ -307,8 +299,7 @@ class Bank:
         texts, _refused = self.contents()
         plan = optimise(texts, today)
         for name, op in optimise_ops(texts, plan):
-            path, real, old, _sig = self.load(name)
-            self.store(path, apply_op(real, old, op))
+            self._change(name, _always(op))
         return plan
 
 
@@ -327,3 +318,8 @@ def _allowed(name: str) -> bool:
     except Forbidden:
         return False
     return True
+
+
+def _always(op: Op) -> Callable[[str | None], Op]:
+    """The same operation whatever the file holds."""
+    return lambda _old: op

@@ -110,7 +110,7 @@ class BankJournal:
             with open(self.path.with_name(self.path.name + ".bad"), "ab") as fh:
                 fh.write(b"".join(line + b"\n" for line in bad))
         self.count = len(records)
-        if bad or not data.endswith(b"\n"):
+        if bad or (data and not data.endswith(b"\n")):
             self._rewrite(records)  # appends start on a clean line again
         return _recover(records, len(bad))
 

@@ -33,7 +33,7 @@ from memctl import protocol as p
 from memoryd.banks.cache import BankCache
 from memoryd.banks.files import Bank, report
 from memoryd.banks.llm import LlmProcessor, ProcessResult, process_content
-from memoryd.banks.paths import BANK_DIRNAME, real_bank_dir
+from memoryd.banks.paths import BANK_DIRNAME
 from memoryd.banks.scan import find_banks
 from memoryd.banks.writer import FlushResult
 from memoryd.config import BanksSettings
@@ -138,10 +138,10 @@ class BankService:
     ) -> p.BankWriteResult:
         # The configured modes decide; the Bank's own check would add "ask" whatever they say.
         self._check_writable(mode)
-        project, bank = self._project(cwd)
+        project = self._registry.get(cwd)
         change = self.cache.update if merge else self.cache.write
         submitted = change(project.root, name, content, request)
-        ingested = self._after_write(project, [_bank_name(bank, submitted.path)])
+        ingested = self._after_write(project, [submitted.name])
         return p.BankWriteResult(
             success=True, path=str(submitted.path), ingested=ingested, sync=submitted.sync
         )
@@ -354,10 +354,7 @@ class BankService:
 
     def projects(self) -> p.ProjectsResult:
         seen: dict[str, p.KnownProject] = {}
-        for root in [
-            *self._registry.known(),
-            *(project.root for project in self._registry.opened()),
-        ]:
+        for root in self._registry.known():  # open now or not
             seen[str(root)] = p.KnownProject(name=root.name, path=str(root))
         for name, directory in find_banks(self._bank_roots):
             seen.setdefault(str(directory), p.KnownProject(name=name, path=str(directory)))
@@ -386,11 +383,6 @@ class BankService:
             req.content, req.section, req.target, confirm=req.confirm
         )
         return _convert(saved, p.SaveMemoryResult)
-
-
-def _bank_name(bank: Bank, path: Path) -> str:
-    """The name of the file a write reached (through an internal link it may differ)."""
-    return path.relative_to(real_bank_dir(bank.dir)).as_posix()
 
 
 def _convert(value: object, kind: type[_T]) -> _T:

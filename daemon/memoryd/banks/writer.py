@@ -55,7 +55,7 @@ class FlushResult(msgspec.Struct, frozen=True, kw_only=True):
 def flush_file(job: FlushJob) -> FlushResult:
     """Bring one bank file up to date with the cache. Never raises for a problem on disk."""
     root = Path(job.root)
-    done = FlushResult(root=job.root, name=job.name, upto=job.upto)
+    done = _outcome(job)
     if not root.is_dir():
         return replace(done, error=f"project directory {root} no longer exists")
     bank = Bank(root)
@@ -74,6 +74,11 @@ def flush_file(job: FlushJob) -> FlushResult:
         return replace(done, error=str(exc))
     except OSError as exc:
         return replace(done, error=f"{exc.strerror or exc}", retry=True)
+
+
+def _outcome(job: FlushJob) -> FlushResult:
+    """The result of ``job`` before anything is known of it."""
+    return FlushResult(root=job.root, name=job.name, upto=job.upto)
 
 
 _STOP = None
@@ -123,8 +128,6 @@ class BankWriter:
                 result = flush_file(job)
             except Exception as exc:  # a bug must not kill the thread and strand the job
                 reason = f"internal error: {type(exc).__name__}: {exc}"
-                result = FlushResult(
-                    root=job.root, name=job.name, upto=job.upto, error=reason, retry=True
-                )
+                result = replace(_outcome(job), error=reason, retry=True)
             self._results.put(result)
             self._notify()

@@ -32,6 +32,11 @@ from memoryd.registry import ProjectRegistry
 UNIQUE_ID_CHARS = 16
 
 
+def unique_id(req: p.Request) -> str:
+    """The request's id if a retry can be recognised by it, else ""."""
+    return req.id if isinstance(req.id, str) and len(req.id) >= UNIQUE_ID_CHARS else ""
+
+
 @dataclass
 class DaemonContext:
     registry: ProjectRegistry
@@ -277,19 +282,13 @@ def bank_read(ctx: DaemonContext, req: p.BankRead) -> p.BankReadResult:
     return _banks(ctx).read(req.project, req.name)
 
 
-def _request_id(req: p.Request) -> str:
-    """The id of a request that can be told from every other (memctl's are 32 hex digits), for
-    recognising a retry; "" for a counter, which cannot."""
-    return req.id if isinstance(req.id, str) and len(req.id) >= UNIQUE_ID_CHARS else ""
-
-
 def bank_write(ctx: DaemonContext, req: p.BankWrite) -> p.BankWriteResult:
-    banks, request = _banks(ctx), _request_id(req)
+    banks, request = _banks(ctx), unique_id(req)
     return banks.write(req.project, req.name, req.content, req.mode, merge=False, request=request)
 
 
 def bank_update(ctx: DaemonContext, req: p.BankUpdate) -> p.BankWriteResult:
-    banks, request = _banks(ctx), _request_id(req)
+    banks, request = _banks(ctx), unique_id(req)
     return banks.write(req.project, req.name, req.content, req.mode, merge=True, request=request)
 
 
@@ -302,7 +301,7 @@ def bank_activate(ctx: DaemonContext, req: p.BankActivate) -> p.BankActivateResu
 
 
 def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult | Parked:
-    banks, request = _banks(ctx), _request_id(req)
+    banks, request = _banks(ctx), unique_id(req)
     routing = banks.route_async(request, req.project, req.content, apply=req.apply, mode=req.mode)
     if routing is not None and not routing.done():  # the LLM thinks; everyone else is served
         deadline = time.monotonic() + banks.llm_wait_s
@@ -311,16 +310,13 @@ def bank_process(ctx: DaemonContext, req: p.BankProcess) -> p.BankProcessResult 
 
 
 def bank_optimise(ctx: DaemonContext, req: p.BankOptimise) -> p.BankOptimiseResult:
-    return _banks(ctx).optimise(
-        req.project, apply=req.apply, mode=req.mode, request=_request_id(req)
-    )
+    return _banks(ctx).optimise(req.project, apply=req.apply, mode=req.mode, request=unique_id(req))
 
 
 def bank_sync(ctx: DaemonContext, req: p.BankSync) -> p.BankSyncResult | Parked:
     banks = _banks(ctx)
-    root = banks.sync_now(
-        _request_id(req), req.project
-    )  # run again when parked: hands over only once
+    # Run again while parked: the request id makes it hand the bank over only once.
+    root = banks.sync_now(unique_id(req), req.project)
     state = banks.sync_state(root)
     if not state.writing or req.wait_ms == 0:
         return state

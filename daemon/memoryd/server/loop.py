@@ -16,7 +16,7 @@ import zmq
 from memctl import protocol as p
 from memoryd import messages
 from memoryd.core.errors import MemorydError
-from memoryd.server.handlers import HANDLERS, MUTATING, UNIQUE_ID_CHARS, DaemonContext, Parked
+from memoryd.server.handlers import HANDLERS, MUTATING, DaemonContext, Parked, unique_id
 
 DRAIN_BATCH = 64
 CLOSE_LINGER_MS = 1000
@@ -214,7 +214,7 @@ class Server:
         self._dispatch(envelope, request, started)
 
     def _parked_as(self, request: p.Request) -> _ParkedRequest | None:
-        if not _unique(request.id):
+        if not unique_id(request):
             return None
         return next((item for item in self._parked if item.request.id == request.id), None)
 
@@ -257,8 +257,9 @@ class Server:
     ) -> None:
         """Send the reply; a change's is kept, so that a retry of it is answered, not re-run."""
         encoded = self._reply(envelope, reply, request.project, started, _op(request))
-        if type(request) in MUTATING and _unique(request.id):
-            self._remember_reply(str(request.id), encoded)
+        request_id = unique_id(request)
+        if request_id and type(request) in MUTATING:
+            self._remember_reply(request_id, encoded)
 
     def _run(self, request: p.Request) -> p.Ok | p.Error | Parked:
         try:
@@ -361,11 +362,6 @@ class Server:
         self.mailbox.close(linger=0)
         self._sig_r.close()
         self._sig_w.close()
-
-
-def _unique(request_id: object) -> bool:
-    """An id a client made unique (memctl's are 32 hex digits), not a reused counter."""
-    return isinstance(request_id, str) and len(request_id) >= UNIQUE_ID_CHARS
 
 
 def _ignore(signum: int, frame: object) -> None:
