@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, Daemon, Env, memctl, ok_json
+from conftest import BIN, Daemon, Env, memctl, ok_json, until
 from memctl import protocol
 from memctl.transport import Client
-from test_capture_e2e import SESSION, _append, _record, _session_end, _transcript, _until
+from test_capture_e2e import SESSION, _append, _record, _session_end, _transcript
 
 
 def _call(env: Env, request: protocol.Request, budget: float = 20) -> protocol.Reply:
@@ -46,7 +46,7 @@ def test_background_failure_is_reported_not_fatal(env: Env, tmp_path: Path) -> N
     (folder / f"{SESSION}.jsonl").write_text(json.dumps(record) + "\n")
     daemon = Daemon(env).start()  # the start-up scan reads that transcript
     try:
-        errors = _until(lambda: ok_json(env, "status")["errors"], "the failure reported")
+        errors = until(lambda: ok_json(env, "status")["errors"], "the failure reported")
         assert any("newer" in e["description"] or "schema" in e["description"] for e in errors)
         assert daemon.proc.poll() is None
     finally:
@@ -77,7 +77,7 @@ def test_idle_sessions_are_finalized_without_a_hook(env: Env) -> None:
     try:
         path = _transcript(env)
         _append(path, [_record(env, "user", "remember: staging uses the eu-west-1 region", 0)])
-        episodes = _until(lambda: ok_json(env, "episodes")["episodes"], "an idle finalization")
+        episodes = until(lambda: ok_json(env, "episodes")["episodes"], "an idle finalization")
         assert episodes[0]["session_id"] == SESSION
     finally:
         daemon.stop()
@@ -90,7 +90,7 @@ def test_many_transcripts_at_start_do_not_stop_the_daemon(env: Env) -> None:
         (folder / f"{i:08d}-0000-0000-0000-000000000000.jsonl").write_text('{"type":"summary"}\n')
     daemon = Daemon(env).start()
     try:
-        _until(lambda: ok_json(env, "status")["capture"]["files"] >= 1100, "every file read")
+        until(lambda: ok_json(env, "status")["capture"]["files"] >= 1100, "every file read")
         assert daemon.proc.poll() is None
     finally:
         assert daemon.stop() == 0
@@ -156,7 +156,7 @@ def test_hook_cannot_name_a_fifo_or_another_projects_transcript(env: Env, daemon
     # A transcript of this project, finalized from another project's hook: refused.
     path = _transcript(env)
     _append(path, [_record(env, "assistant", "We decided to use Kafka for events.", 0)])
-    _until(lambda: ok_json(env, "search", "kafka")["results"], "the finding")
+    until(lambda: ok_json(env, "search", "kafka")["results"], "the finding")
     other = env.root / "intruder"
     (other / ".git").mkdir(parents=True)
     request = protocol.Hook(
@@ -175,13 +175,13 @@ def test_hook_cannot_name_a_fifo_or_another_projects_transcript(env: Env, daemon
 def test_forgotten_promoted_entry_is_not_promoted_again(env: Env, daemon: Daemon) -> None:
     path = _transcript(env)
     _append(path, [_record(env, "user", "remember: never deploy on Fridays", 0)])
-    _until(lambda: ok_json(env, "search", "deploy fridays")["results"], "the finding")
+    until(lambda: ok_json(env, "search", "deploy fridays")["results"], "the finding")
     assert _session_end(env, path)["finalized"] is True
     promoted = ok_json(env, "list", "--status", "candidate")["entries"]
     assert len(promoted) == 1
     ok_json(env, "forget", promoted[0]["id"])
     _append(path, [_record(env, "assistant", "Turns out the build cache was stale.", 1)])
-    _until(lambda: ok_json(env, "search", "build cache stale")["results"], "next turn")
+    until(lambda: ok_json(env, "search", "build cache stale")["results"], "next turn")
     assert _session_end(env, path)["finalized"] is True
     again = ok_json(env, "list", "--status", "candidate")["entries"]
     assert all("Fridays" not in e["content"] for e in again)
@@ -215,11 +215,11 @@ def test_next_turn_after_finalize_reads_only_new_lines(env: Env, daemon: Daemon)
     path = _transcript(env)
     for n in range(6):
         _append(path, [_record(env, "assistant", f"We decided to use option {n} for step {n}.", n)])
-    _until(lambda: ok_json(env, "status")["capture"]["messages"] >= 6, "the first turn")
+    until(lambda: ok_json(env, "status")["capture"]["messages"] >= 6, "the first turn")
     assert _session_end(env, path)["finalized"] is True
     before = ok_json(env, "status")["capture"]["messages"]
     _append(path, [_record(env, "assistant", "Turns out the queue was never drained.", 7)])
-    _until(lambda: ok_json(env, "search", "queue drained")["results"], "the next turn")
+    until(lambda: ok_json(env, "search", "queue drained")["results"], "the next turn")
     assert ok_json(env, "status")["capture"]["messages"] == before + 1
     assert _session_end(env, path)["finalized"] is True
     assert len(ok_json(env, "episodes")["episodes"]) == 1
@@ -286,7 +286,7 @@ def test_one_remember_prompt_is_one_entry(env: Env, daemon: Daemon) -> None:
     assert isinstance(reply, protocol.Ok) and len(reply.result["remembered"]) == 1
     path = _transcript(env)
     _append(path, [_record(env, "user", prompt, 0)])
-    _until(lambda: ok_json(env, "status")["capture"]["messages"] >= 1, "the transcript read")
+    until(lambda: ok_json(env, "status")["capture"]["messages"] >= 1, "the transcript read")
     assert _session_end(env, path)["finalized"] is True
     lint = [e for e in ok_json(env, "list")["entries"] if "make lint" in e["content"]]
     assert len(lint) == 1 and lint[0]["status"] == "confirmed"
@@ -300,14 +300,14 @@ def test_restart_continues_a_transcript_from_its_cursor(env: Env) -> None:
     try:
         _append(path, [_record(env, "user", "Let's speed up the search page.", 0)])
         _append(path, [_record(env, "assistant", "We decided to use a covering index.", 1)])
-        _until(lambda: ok_json(env, "search", "covering index")["results"], "the first turn")
+        until(lambda: ok_json(env, "search", "covering index")["results"], "the first turn")
     finally:
         assert daemon.stop() == 0  # a clean stop saves the cursors
     again = Daemon(env).start()
     try:
         _append(path, [_record(env, "user", "Now cache the facet counts.", 2)])
         _append(path, [_record(env, "assistant", "Turns out the facets were never cached.", 3)])
-        _until(lambda: ok_json(env, "search", "facets cached")["results"], "the second turn")
+        until(lambda: ok_json(env, "search", "facets cached")["results"], "the second turn")
         assert ok_json(env, "status")["capture"]["messages"] == 2  # only the new lines
         assert _session_end(env, path)["finalized"] is True
         episode = ok_json(env, "episodes")["episodes"][0]
