@@ -108,11 +108,15 @@ def pipeline(agent: Agent, path: Path, every: int) -> int:
     measured); returns the findings recorded."""
     found: list[SessionFinding] = []
     store = SimpleNamespace(setting=lambda key: None, findings=lambda session: [])  # auto-memory on
-    project = SimpleNamespace(store=store, commit=lambda event: found.extend(event.findings))
-    service = CaptureService(None, BackgroundErrors(), cursor_file=path.with_suffix(".cur"),  # type: ignore[arg-type]
+    project = SimpleNamespace(
+        root=path.parent, store=store, commit=lambda event: found.extend(event.findings)
+    )
+    # The service finds projects by root through the registry: one that always has this one.
+    registry = SimpleNamespace(get=lambda cwd: project)
+    service = CaptureService(registry, BackgroundErrors(), cursor_file=path.with_suffix(".cur"),  # type: ignore[arg-type]
                              rules=DEFAULT_RULES, checkpoint_every=every)  # fmt: skip
     # Attached up front, as a hook does when the records name no cwd (Gemini's do not).
-    service._open(str(path), agent).project = project  # type: ignore[assignment]
+    service._open(str(path), agent).project_root = str(project.root)
     service.file_changed(str(path), agent)
     return len(found)
 
