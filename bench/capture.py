@@ -48,9 +48,9 @@ from memoryd.capture import parsers
 from memoryd.capture.service import CaptureService
 from memoryd.config import CaptureSettings
 from memoryd.core import redaction
-from memoryd.core.extraction_rules import DEFAULT_RULES
-from memoryd.core.findings import SessionFinding
-from memoryd.core.transcript import Agent, Message
+from memoryd.core.capture.findings import SessionFinding
+from memoryd.core.capture.rules import DEFAULT_RULES
+from memoryd.core.capture.transcript import Agent, Message
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
 AGENTS: tuple[Agent, ...] = ("claude", "codex", "gemini")

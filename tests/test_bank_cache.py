@@ -18,7 +18,7 @@ from memoryd.banks.cache import BankCache
 from memoryd.banks.files import Bank, stat_sig
 from memoryd.banks.journal import BankJournal, OpRecord
 from memoryd.banks.writer import FlushJob, FlushResult, flush_file
-from memoryd.core.bank_ops import Complete, Update, Write, replay, text_hash
+from memoryd.core.bank.ops import Complete, Update, Write, replay, text_hash
 from memoryd.core.errors import MemorydError, Unavailable
 
 DECISION = "## Decision: Use WAL\n\n- **Date**: 2026-11-21\n- **Status**: Accepted\n"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.core import bank
-from memoryd.core.bank import (
+from memoryd.core.bank import model as bank
+from memoryd.core.bank.model import (
     append_to_section,
     bank_tokens,
     check_decision_log,
@@ -24,9 +24,9 @@ from memoryd.core.bank import (
     sections,
     validate,
 )
-from memoryd.core.bank_optimise import FLOOR_TOKENS, MAX_TOKENS, WARN_TOKENS, optimise
-from memoryd.core.bank_templates import TEMPLATES, CodebaseFacts, render_templates
-from memoryd.core.bank_update import merge_update
+from memoryd.core.bank.optimise import FLOOR_TOKENS, MAX_TOKENS, WARN_TOKENS, optimise
+from memoryd.core.bank.templates import TEMPLATES, CodebaseFacts, render_templates
+from memoryd.core.bank.update import merge_update
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
 
 BRIEF = "A REST API for managing todo items"

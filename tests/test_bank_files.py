@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from memoryd.banks.files import Bank
 from memoryd.banks.paths import bank_dir_for, real_bank_dir, resolve
 from memoryd.banks.scan import find_banks, scan_codebase
-from memoryd.core import bank
-from memoryd.core.bank import completed_items, find_section, parse_decisions
+from memoryd.core.bank import model as bank
+from memoryd.core.bank.model import completed_items, find_section, parse_decisions
 from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, TooLarge
 
 BRIEF = "A REST API for managing todo items"

@@ -24,7 +24,7 @@ from conftest import BIN, Daemon, memctl, ok_json
 from memctl import protocol
 from memoryd.banks.llm import LlmProcessor, process_content
 from memoryd.banks.llm_prompt import SYSTEM_PROMPT
-from memoryd.core.bank_router import ProcessedItem, route
+from memoryd.core.bank.router import ProcessedItem, route
 
 NOW = datetime(2025, 4, 10, 14, 32, tzinfo=UTC)
 KEY = "sk-test-4f1c9a0e7b2d"

@@ -1,5 +1,5 @@
 """The rule path of ``bank_process`` (SPEC §10, seed 002 §2.3): splitting, routing, rendering and
-the markdown safety of every item (``memoryd.core.bank_router``)."""
+the markdown safety of every item (``memoryd.core.bank.router``)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.core import bank
-from memoryd.core.bank_router import (
+from memoryd.core.bank import model as bank
+from memoryd.core.bank.router import (
     MAX_ITEM_CHARS,
     MAX_PIECE_CHARS,
     ProcessedItem,
     route,
     validate_item,
 )
-from memoryd.core.bank_rules import (
+from memoryd.core.bank.rules import (
     BANK_FILES,
     DEFAULT_RULES,
     FALLBACK_RULE,

@@ -13,7 +13,7 @@ from memoryd.banks.llm import LlmFailure
 from memoryd.banks.service import BankService, build_llm
 from memoryd.banks.writer import FlushJob
 from memoryd.config import BanksSettings, StorageSettings
-from memoryd.core.bank_router import ProcessedItem
+from memoryd.core.bank.router import ProcessedItem
 from memoryd.instructions.loader import InstructionConfig
 from memoryd.registry import ProjectRegistry
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.core import budget, injection
-from memoryd.core.budget import TIER_FLOOR, TIERS, allocate, count_tokens, pack, total_budget
-from memoryd.core.formatting import FORMATS, Item
+from memoryd.core.recall import budget, injection
+from memoryd.core.recall.budget import TIER_FLOOR, TIERS, allocate, count_tokens, pack, total_budget
+from memoryd.core.recall.formatting import FORMATS, Item
 
 
 def test_total_budget_follows_context_and_ceiling() -> None:

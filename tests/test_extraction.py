@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.core.entries import MAX_CONTENT_CHARS, fingerprint
-from memoryd.core.extraction import (
+from memoryd.core.capture.extraction import (
     DEFAULT_RULES,
     MessageLike,
     SessionFinding,
     extract,
     load_user_rules,
 )
-from memoryd.core.extraction_rules import compiled, rule_problem
-from memoryd.core.findings import finding_id
-from memoryd.core.tool_outcomes import error_detail
+from memoryd.core.capture.findings import finding_id
+from memoryd.core.capture.rules import compiled, rule_problem
+from memoryd.core.capture.tool_outcomes import error_detail
+from memoryd.core.entries import MAX_CONTENT_CHARS, fingerprint
 
 
 @dataclass(frozen=True)
@@ -689,9 +689,9 @@ def test_extract_is_total_and_contents_fit(parts: list[tuple[str, str]]) -> None
 
 
 def test_remembered_text_matches_what_capture_extracts() -> None:
+    from memoryd.core.capture.extraction import remembered_text
+    from memoryd.core.capture.transcript import Message
     from memoryd.core.entries import fingerprint
-    from memoryd.core.extraction import remembered_text
-    from memoryd.core.transcript import Message
 
     prompt = "The checkout tests are flaky again. remember: always run make lint before pushing"
     hook_text = remembered_text(prompt, "claude")

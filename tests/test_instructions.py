@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from memoryd.core import instructions as core
-from memoryd.core.budget import count_tokens
 from memoryd.core.errors import BadRequest, Forbidden, TooLarge
+from memoryd.core.recall.budget import count_tokens
 from memoryd.instructions.loader import (
     InstructionConfig,
     InstructionFiles,

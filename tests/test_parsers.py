@@ -32,7 +32,13 @@ from memoryd.capture.parsers import (
     parse_document,
     parse_line,
 )
-from memoryd.core.transcript import Agent, Message, files_touched, parse_timestamp, split_injected
+from memoryd.core.capture.transcript import (
+    Agent,
+    Message,
+    files_touched,
+    parse_timestamp,
+    split_injected,
+)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"

@@ -9,9 +9,8 @@ import msgspec
 import pytest
 
 from memctl.protocol import Entry, Source
-from memoryd.core.entries import fingerprint, new_entry
-from memoryd.core.findings import SessionFinding, finding_id
-from memoryd.core.promotion import (
+from memoryd.core.capture.findings import SessionFinding, finding_id
+from memoryd.core.capture.promotion import (
     PRESETS,
     SIGNAL_POINTS,
     Preset,
@@ -20,6 +19,7 @@ from memoryd.core.promotion import (
     plan_promotion,
     review_quarantine,
 )
+from memoryd.core.entries import fingerprint, new_entry
 
 CONTENT = "The watcher thread must never call the store directly; it sends messages."
 DAY = 24 * 60 * 60.0

@@ -10,11 +10,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from memctl.protocol import Source
-from memoryd.core import conflicts, retrieval
 from memoryd.core.entries import new_entry
 from memoryd.core.events import EntriesImported
-from memoryd.core.retrieval import Candidate, RetrievalConfig, Scored
-from memoryd.core.slo import SloMonitor
+from memoryd.core.recall import conflicts, retrieval
+from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
+from memoryd.core.recall.slo import SloMonitor
 from memoryd.index import SearchIndex
 from memoryd.store.sqlite import SqliteStore
 

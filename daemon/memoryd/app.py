@@ -22,8 +22,8 @@ from memoryd.banks.service import BankService, build_llm
 from memoryd.banks.writer import BankWriter
 from memoryd.capture.service import CaptureService
 from memoryd.capture.watcher import TranscriptWatcher, WatchRoot
-from memoryd.core.extraction_rules import DEFAULT_RULES, load_user_rules
-from memoryd.core.slo import SloMonitor
+from memoryd.core.capture.rules import DEFAULT_RULES, load_user_rules
+from memoryd.core.recall.slo import SloMonitor
 from memoryd.instructions.loader import InstructionConfig
 from memoryd.jobs import Jobs
 from memoryd.recall import Recall

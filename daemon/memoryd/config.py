@@ -19,9 +19,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from memoryd.core.budget import DEFAULT_CEILING
-from memoryd.core.extraction_rules import load_user_rules
-from memoryd.core.retrieval import RetrievalConfig
+from memoryd.core.capture.rules import load_user_rules
+from memoryd.core.recall.budget import DEFAULT_CEILING
+from memoryd.core.recall.retrieval import RetrievalConfig
 
 
 class _Section(BaseModel):

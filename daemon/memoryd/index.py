@@ -20,9 +20,9 @@ from pathlib import Path
 import tantivy
 
 from memctl.protocol import Category, Entry, Status
+from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
-from memoryd.core.findings import SessionFinding
-from memoryd.core.retrieval import Candidate, RetrievalConfig
+from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
 from memoryd.store.base import Store
 
 META_ID = "__meta__"

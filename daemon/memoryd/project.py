@@ -21,8 +21,8 @@ from memoryd.atomic import write_atomic
 from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
-from memoryd.core import conflicts, retrieval
 from memoryd.core import entries as core_entries
+from memoryd.core.capture.promotion import review_quarantine
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound, TooLarge, Unavailable
 from memoryd.core.events import (
     AliasRemoved,
@@ -39,7 +39,7 @@ from memoryd.core.events import (
     plan_unpin,
 )
 from memoryd.core.projects import slug as project_slug
-from memoryd.core.promotion import review_quarantine
+from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.redaction import redact
 from memoryd.index import SearchIndex
 from memoryd.store.base import StoreCorrupt

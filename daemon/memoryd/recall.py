@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memctl import protocol as p
-from memoryd.core import budget, conflicts, injection, retrieval
-from memoryd.core.findings import SessionFinding
-from memoryd.core.formatting import Item
-from memoryd.core.slo import SloMonitor
+from memoryd.core.capture.findings import SessionFinding
+from memoryd.core.recall import budget, conflicts, injection, retrieval
+from memoryd.core.recall.formatting import Item
+from memoryd.core.recall.slo import SloMonitor
 from memoryd.index import FINDING_PREFIX, split_ids
 from memoryd.project import ProjectMemory
 

@@ -34,8 +34,8 @@ from memoryd.banks.files import Bank, FileInfo, Sig, file_sig, read_file, stat_s
 from memoryd.banks.journal import BankJournal, Flushed, Flushing, OpRecord
 from memoryd.banks.paths import ARCHIVE_DIR
 from memoryd.banks.writer import FlushJob, FlushResult
-from memoryd.core import bank as core_bank
-from memoryd.core.bank_ops import (
+from memoryd.core.bank import model as core_bank
+from memoryd.core.bank.ops import (
     Append,
     ApplyItems,
     Complete,

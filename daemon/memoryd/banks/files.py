@@ -6,10 +6,10 @@ touches the disk, so a refused request leaves the bank exactly as it was. Writes
 
 The daemon serves banks through its cache (``memoryd.banks.cache``), which uses ``load`` and
 ``store`` here; the write methods are the direct path, with the same rules
-(``memoryd.core.bank_ops``).
+(``memoryd.core.bank.ops``).
 
 ``write`` replaces a whole file. ``update`` merges sections into an existing file
-(``memoryd.core.bank_update``): decision entries are appended, history sections get new
+(``memoryd.core.bank.update``): decision entries are appended, history sections get new
 items, other sections are replaced by name. Both refuse in a read-only mode (``ask``)."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from memoryd.banks import clinerules
 from memoryd.banks.clinerules import Instruction
 from memoryd.banks.paths import ARCHIVE_DIR, bank_dir_for, check_name, real_bank_dir, resolve
 from memoryd.banks.scan import scan_codebase
-from memoryd.core import bank
-from memoryd.core.bank_ops import (
+from memoryd.core.bank import model as bank
+from memoryd.core.bank.ops import (
     MAX_FILE_BYTES,
     Complete,
     Op,
@@ -37,8 +37,8 @@ from memoryd.core.bank_ops import (
     apply_op,
     text_hash,
 )
-from memoryd.core.bank_optimise import WARN_TOKENS, OptimisePlan, optimise, optimise_ops
-from memoryd.core.bank_templates import render_templates
+from memoryd.core.bank.optimise import WARN_TOKENS, OptimisePlan, optimise, optimise_ops
+from memoryd.core.bank.templates import render_templates
 from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, TooLarge
 
 READ_ONLY_MODES = frozenset({"ask"})
@@ -283,7 +283,7 @@ class Bank:
         return self._change(name, lambda old: Write(content, text_hash(old)))
 
     def update(self, name: str, content: str, mode: str | None = None) -> Path:
-        """Merge sections into an existing file (see ``memoryd.core.bank_update``)."""
+        """Merge sections into an existing file (see ``memoryd.core.bank.update``)."""
         _check_writable(mode)
         return self._change(name, lambda old: Update(content))
 

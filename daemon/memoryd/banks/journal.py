@@ -28,7 +28,7 @@ from pathlib import Path
 import msgspec
 
 from memoryd.atomic import write_atomic
-from memoryd.core.bank_ops import Failed, Op
+from memoryd.core.bank.ops import Failed, Op
 
 COMPACT_ABOVE = 1000  # lines; below it a journal with pending operations is left as it is
 

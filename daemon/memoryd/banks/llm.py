@@ -1,7 +1,7 @@
 """Optional LLM path of ``bank_process`` (SPEC §10, seed 002 §2.3): an OpenAI-compatible
 ``/chat/completions`` endpoint, stdlib HTTP only.
 
-Nothing needs it. ``process_content`` uses the keyword rules (``memoryd.core.bank_router.route``)
+Nothing needs it. ``process_content`` uses the keyword rules (``memoryd.core.bank.router.route``)
 when no endpoint is configured, and falls back to them on any failure of the endpoint — refused,
 slow, not 200, not JSON, not the schema, an item the validator rejects, no items — and says why in
 ``fallback_reason`` (``"<kind>: <detail>"``). An answer must pass the same ``ProcessedItem``
@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from memoryd.banks.llm_prompt import SYSTEM_PROMPT, user_message
-from memoryd.core.bank_router import ProcessedItem, route, validate_item
+from memoryd.core.bank.router import ProcessedItem, route, validate_item
 
 MAX_ANSWER_BYTES = 1 << 20
 MAX_LLM_ITEMS = 200

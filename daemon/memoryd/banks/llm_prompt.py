@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memoryd.core.bank_router import MAX_ITEM_CHARS
+from memoryd.core.bank.router import MAX_ITEM_CHARS
 
 SYSTEM_PROMPT = f"""\
 You file notes from a software project into its memory bank: seven markdown files.

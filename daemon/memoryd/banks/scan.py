@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.banks.paths import BANK_DIRNAME
-from memoryd.core.bank_templates import CodebaseFacts
+from memoryd.core.bank.templates import CodebaseFacts
 
 MAX_MANIFEST_BYTES = 256 * 1024
 MAX_LAYOUT_ENTRIES = 60

@@ -37,16 +37,16 @@ from memoryd.banks.paths import BANK_DIRNAME
 from memoryd.banks.scan import find_banks
 from memoryd.banks.writer import FlushResult
 from memoryd.config import BanksSettings
-from memoryd.core import bank as core_bank
 from memoryd.core import entries as core_entries
-from memoryd.core.bank_apply import apply_items
-from memoryd.core.bank_lifecycle import lifecycle_items
-from memoryd.core.bank_ops import ApplyItems
-from memoryd.core.bank_optimise import optimise, optimise_ops
-from memoryd.core.bank_router import route
+from memoryd.core.bank import model as core_bank
+from memoryd.core.bank.apply import apply_items
+from memoryd.core.bank.lifecycle import lifecycle_items
+from memoryd.core.bank.ops import ApplyItems
+from memoryd.core.bank.optimise import optimise, optimise_ops
+from memoryd.core.bank.router import route
+from memoryd.core.capture.findings import truncate
 from memoryd.core.errors import Forbidden, MemorydError
 from memoryd.core.events import BankFileSynced, plan_import
-from memoryd.core.findings import truncate
 from memoryd.core.redaction import redact
 from memoryd.instructions.loader import InstructionConfig, InstructionFiles
 from memoryd.project import ProjectMemory

@@ -21,7 +21,7 @@ import msgspec
 from msgspec.structs import replace
 
 from memoryd.banks.files import Bank, Sig
-from memoryd.core.bank_ops import Failed, text_hash
+from memoryd.core.bank.ops import Failed, text_hash
 from memoryd.core.errors import MemorydError
 
 STOP_TIMEOUT_S = 10.0

@@ -1,5 +1,5 @@
 """Capture from agent transcripts (SPEC §6).
 
 ``parsers`` turns transcript lines of Claude Code, Codex and Gemini CLI into
-``memoryd.core.transcript.Message`` values, one agent per module, pure and incremental.
+``memoryd.core.capture.transcript.Message`` values, one agent per module, pure and incremental.
 """

@@ -31,14 +31,14 @@ from memoryd.capture import parsers
 from memoryd.capture.parsers.base import ParserState
 from memoryd.capture.tail import Cursor, read_document, read_new
 from memoryd.core import redaction
-from memoryd.core.episodes import build_episode
+from memoryd.core.capture.episodes import build_episode
+from memoryd.core.capture.extraction import extract
+from memoryd.core.capture.findings import SessionFinding, finding_id
+from memoryd.core.capture.promotion import candidate_entry, plan_promotion
+from memoryd.core.capture.rules import ExtractionRule
+from memoryd.core.capture.transcript import Agent, Message
 from memoryd.core.errors import MemorydError
 from memoryd.core.events import FindingsRecorded, SessionFinalized, SessionInfo
-from memoryd.core.extraction import extract
-from memoryd.core.extraction_rules import ExtractionRule
-from memoryd.core.findings import SessionFinding, finding_id
-from memoryd.core.promotion import candidate_entry, plan_promotion
-from memoryd.core.transcript import Agent, Message
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
 

@@ -36,7 +36,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from memoryd.capture.parsers import detect_agent
-from memoryd.core.transcript import Agent
+from memoryd.core.capture.transcript import Agent
 
 log = structlog.get_logger()
 

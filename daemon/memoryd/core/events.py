@@ -12,8 +12,8 @@ from typing import Literal
 import msgspec
 
 from memctl.protocol import Entry, Status
-from memoryd.core.findings import SessionFinding
-from memoryd.core.promotion import PromotionDecision, QuarantineOutcome
+from memoryd.core.capture.findings import SessionFinding
+from memoryd.core.capture.promotion import PromotionDecision, QuarantineOutcome
 
 
 class EntryAdded(msgspec.Struct, tag="entry_added", frozen=True):

@@ -38,8 +38,8 @@ from typing import Literal
 
 import msgspec
 
-from memoryd.core.budget import count_tokens
 from memoryd.core.errors import BadRequest, TooLarge
+from memoryd.core.recall.budget import count_tokens
 
 Tier = Literal["global", "plugin", "project"]
 Variant = Literal["main", "local", "hidden", "hidden_local"]

@@ -20,8 +20,8 @@ from memctl import protocol as p
 from memoryd.background import BackgroundErrors
 from memoryd.banks.service import BankService
 from memoryd.capture.service import CaptureService
+from memoryd.core.capture.extraction import remembered_text
 from memoryd.core.errors import MemorydError, Unavailable
-from memoryd.core.extraction import remembered_text
 from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
 from memoryd.recall import Recall

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memctl.protocol import Category, Entry, EntryCounts, Status
+from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import Episode, Event
-from memoryd.core.findings import SessionFinding
 
 
 class StoreCorrupt(RuntimeError):

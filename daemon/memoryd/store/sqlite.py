@@ -13,6 +13,7 @@ import msgspec
 
 from memctl.protocol import Category, Entry, EntryCounts, Source, Status
 from memoryd.atomic import fsync_dir
+from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import section_of
 from memoryd.core.events import (
     AliasRemoved,
@@ -32,7 +33,6 @@ from memoryd.core.events import (
     SessionFinalized,
     SettingChanged,
 )
-from memoryd.core.findings import SessionFinding
 from memoryd.store.base import StoreCorrupt
 from memoryd.store.migrations import migrate
 

@@ -19,7 +19,7 @@ from pathlib import PurePath
 from memoryd.capture.parsers import claude, codex, gemini
 from memoryd.capture.parsers.base import ParserState
 from memoryd.capture.parsers.gemini import GeminiState, parse_document
-from memoryd.core.transcript import Agent, Message
+from memoryd.core.capture.transcript import Agent, Message
 
 __all__ = [
     "GeminiState",

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from memoryd.core.transcript import (
+from memoryd.core.capture.transcript import (
     Agent,
     Message,
     ParseStats,

@@ -22,7 +22,13 @@ from memoryd.capture.parsers.base import (
     text_messages,
     text_parts,
 )
-from memoryd.core.transcript import Message, ToolCall, ToolResult, files_touched, parse_timestamp
+from memoryd.core.capture.transcript import (
+    Message,
+    ToolCall,
+    ToolResult,
+    files_touched,
+    parse_timestamp,
+)
 
 # Known record types that carry no conversation (titles, snapshots, progress, queue, modes).
 QUIET_TYPES = frozenset(

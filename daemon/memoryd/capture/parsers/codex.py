@@ -31,7 +31,7 @@ from memoryd.capture.parsers.base import (
     text_messages,
     text_parts,
 )
-from memoryd.core.transcript import (
+from memoryd.core.capture.transcript import (
     Message,
     ToolCall,
     ToolResult,

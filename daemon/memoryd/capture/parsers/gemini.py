@@ -28,7 +28,13 @@ from memoryd.capture.parsers.base import (
     text_messages,
     text_parts,
 )
-from memoryd.core.transcript import Message, ToolCall, ToolResult, files_touched, parse_timestamp
+from memoryd.core.capture.transcript import (
+    Message,
+    ToolCall,
+    ToolResult,
+    files_touched,
+    parse_timestamp,
+)
 
 # Tool call states after which the result is final.
 FINAL_STATUSES = frozenset({"success", "error", "cancelled"})

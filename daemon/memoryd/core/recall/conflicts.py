@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 
 from memctl.protocol import Entry
-from memoryd.core.retrieval import keywords
+from memoryd.core.recall.retrieval import keywords
 
 # Negated forms are folded into one token ("don't use" → "not_use") before comparing.
 _NEGATION = re.compile(

@@ -33,7 +33,7 @@ from typing import Annotated
 
 import msgspec
 
-from memoryd.core.bank_rules import (
+from memoryd.core.bank.rules import (
     CHECKBOX_RULES,
     DEFAULT_RULES,
     FALLBACK_RULE,

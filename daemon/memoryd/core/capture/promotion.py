@@ -15,8 +15,8 @@ from typing import Literal
 import msgspec
 
 from memctl.protocol import Entry, Source
+from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import new_entry
-from memoryd.core.findings import SessionFinding
 
 Preset = Literal["conservative", "balanced", "aggressive"]
 Signal = Literal[

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from memoryd.core.capture.findings import SessionFinding, truncate
+from memoryd.core.capture.transcript import Message
 from memoryd.core.events import Episode
-from memoryd.core.findings import SessionFinding, truncate
-from memoryd.core.transcript import Message
 
 TITLE_CHARS = 80
 GOAL_CHARS = 300

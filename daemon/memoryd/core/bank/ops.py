@@ -18,10 +18,10 @@ from datetime import date
 
 import msgspec
 
-from memoryd.core.bank import DECISION_LOG, check_decision_log, complete_progress_item
-from memoryd.core.bank_apply import apply_items
-from memoryd.core.bank_router import ProcessedItem
-from memoryd.core.bank_update import merge_update
+from memoryd.core.bank.apply import apply_items
+from memoryd.core.bank.model import DECISION_LOG, check_decision_log, complete_progress_item
+from memoryd.core.bank.router import ProcessedItem
+from memoryd.core.bank.update import merge_update
 from memoryd.core.errors import Conflict, EntryNotFound, Forbidden, MemorydError, TooLarge
 
 MAX_FILE_BYTES = 512 * 1024  # far above a healthy bank file (~4 KB); keeps one request bounded
@@ -36,7 +36,7 @@ class Write(msgspec.Struct, tag="write", frozen=True):
 
 
 class Update(msgspec.Struct, tag="update", frozen=True):
-    """Merge markdown sections into the file (``memoryd.core.bank_update``)."""
+    """Merge markdown sections into the file (``memoryd.core.bank.update``)."""
 
     content: str
 
@@ -57,7 +57,7 @@ class Append(msgspec.Struct, tag="append", frozen=True):
 
 
 class ApplyItems(msgspec.Struct, tag="items", frozen=True):
-    """``bank_process`` items for this file (``memoryd.core.bank_apply``)."""
+    """``bank_process`` items for this file (``memoryd.core.bank.apply``)."""
 
     items: list[ProcessedItem]
     day: date

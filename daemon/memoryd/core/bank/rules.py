@@ -1,5 +1,5 @@
 """Routing rules of ``bank_process`` as data (SPEC §10, seed 002 §2.3): the bank files, the
-operations, and the default keyword table that ``memoryd.core.bank_router.route`` applies.
+operations, and the default keyword table that ``memoryd.core.bank.router.route`` applies.
 
 A rule is a ``RoutingRule`` (msgspec), so a configuration can supply its own table with the same
 schema. Precedence is the order of the table: the first rule that matches a sentence wins.

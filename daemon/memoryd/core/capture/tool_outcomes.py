@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from memoryd.core.extraction_rules import CompiledRule, ExtractionRule
-from memoryd.core.findings import FindingSink, Origin, truncate
+from memoryd.core.capture.findings import FindingSink, Origin, truncate
+from memoryd.core.capture.rules import CompiledRule, ExtractionRule
 
 UNRESOLVED_ERROR_FACTOR = 0.7
 _DETAIL_CHARS = 240

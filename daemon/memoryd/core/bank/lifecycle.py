@@ -12,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-from memoryd.core import bank
+from memoryd.core.bank import model as bank
 
 
 class LifecycleItem(msgspec.Struct, frozen=True):

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 import msgspec
 
-from memoryd.core.bank_rules import BankFile
+from memoryd.core.bank.rules import BankFile
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
 
 # Most stable first (seed 000 §2.2). Sessions read 1→7; updates go the other way (7→1, as

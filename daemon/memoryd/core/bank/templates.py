@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from memoryd.core.bank import FILES, append_to_section, replace_section, sections
+from memoryd.core.bank.model import FILES, append_to_section, replace_section, sections
 
 MAX_LISTED = 25  # longer dependency lists are cut: a bank file should read in two minutes
 SUMMARY_CHARS = 300

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from memoryd.core.extraction_rules import (
+from memoryd.core.capture.findings import FindingSink, Origin, SessionFinding
+from memoryd.core.capture.rules import (
     DEFAULT_RULES,
     CompiledRule,
     ExtractionRule,
@@ -26,8 +27,7 @@ from memoryd.core.extraction_rules import (
     load_user_rules,
     plan_rules,
 )
-from memoryd.core.findings import FindingSink, Origin, SessionFinding
-from memoryd.core.tool_outcomes import ToolCallLike, ToolOutcomes, ToolResultLike
+from memoryd.core.capture.tool_outcomes import ToolCallLike, ToolOutcomes, ToolResultLike
 
 __all__ = [
     "DEFAULT_RULES",

@@ -15,8 +15,8 @@ from typing import NamedTuple
 import msgspec
 
 from memctl.protocol import Category
+from memoryd.core.capture.rules import ExtractionRule
 from memoryd.core.entries import MAX_CONTENT_CHARS, fingerprint, infer_category
-from memoryd.core.extraction_rules import ExtractionRule
 
 
 class SessionFinding(msgspec.Struct, frozen=True, kw_only=True):

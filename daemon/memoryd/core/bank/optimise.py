@@ -16,8 +16,8 @@ from datetime import date, timedelta
 
 import msgspec
 
-from memoryd.core.bank import ListItem, bank_tokens, find_section, list_items
-from memoryd.core.bank_ops import Append, Op, Write, text_hash
+from memoryd.core.bank.model import ListItem, bank_tokens, find_section, list_items
+from memoryd.core.bank.ops import Append, Op, Write, text_hash
 
 WARN_TOKENS = 5000  # above this a bank is reported, and optimising takes it back under
 FLOOR_TOKENS = 4000  # never optimise below this: the bank is meant to carry 4–8 K of context

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from memoryd.core import formatting
-from memoryd.core.budget import TIERS, TokenCounter, count_tokens, pack
-from memoryd.core.formatting import Format, Item
+from memoryd.core.recall import formatting
+from memoryd.core.recall.budget import TIERS, TokenCounter, count_tokens, pack
+from memoryd.core.recall.formatting import Format, Item
 
 
 class Payload(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,7 +11,7 @@ the file by name, so a client sends only what changed.
 
 from __future__ import annotations
 
-from memoryd.core.bank import (
+from memoryd.core.bank.model import (
     ACTIVE_CONTEXT,
     DECISION_LOG,
     PROGRESS,

@@ -1,4 +1,4 @@
-"""Applying ``bank_process`` items to bank texts (the operations ``memoryd.core.bank_router``
+"""Applying ``bank_process`` items to bank texts (the operations ``memoryd.core.bank.router``
 documents). Pure: the current texts and the items in, the new texts out; the bank service reads
 and writes the files."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import date
 
-from memoryd.core import bank
-from memoryd.core.bank_router import ProcessedItem, validate_item
+from memoryd.core.bank import model as bank
+from memoryd.core.bank.router import ProcessedItem, validate_item
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
 
 

@@ -1,0 +1,2 @@
+"""Capture, the pure part (SPEC §6-§7): transcript messages, extraction rules, findings, tool
+outcomes, episodes and promotion."""
