@@ -73,7 +73,7 @@ def main() -> int:
                 reply = client.call(request)
                 if not isinstance(reply, protocol.Ok):
                     raise RuntimeError(reply)
-                return reply.result
+                return protocol.result_of(request, reply)
 
             call(protocol.BankInit())
             big = "## Body\n\n" + "word " * 1200  # ~6 KB: above the 4 KB immediate threshold

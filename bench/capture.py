@@ -190,10 +190,11 @@ def _line(project: Path, n: int, text: str, role: str = "assistant") -> str:
 
 
 def _searchable(client: Client, project: Path, word: str) -> bool:
-    reply = client.call(p.Search(project=str(project), query=word, k=50), budget_s=10)
+    search = p.Search(project=str(project), query=word, k=50)
+    reply = client.call(search, budget_s=10)
     if not isinstance(reply, p.Ok):
         raise RuntimeError(f"search: {reply.code}: {reply.message}")
-    return any(word in r["content"] for r in reply.result["results"])
+    return any(word in r.content for r in p.result_of(search, reply).results)
 
 
 def latency(root: Path, debounce: float | None, n: int) -> list[float]:

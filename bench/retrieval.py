@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
 import zmq
 
 # Reuse the test harness rather than re-deriving the env layout and the daemon start.
@@ -182,7 +183,7 @@ def call(client: Client, request: p.Request, budget_s: float = LONG_S) -> dict:
     reply = client.call(request, budget_s=budget_s)
     if not isinstance(reply, p.Ok):
         raise RuntimeError(f"{type(request).__name__}: {reply.code}: {reply.message}")
-    return reply.result
+    return msgspec.to_builtins(p.result_of(request, reply))
 
 
 def timed(client: Client, request: p.Request, budget_s: float = LONG_S) -> float:

@@ -190,7 +190,10 @@ def test_lifecycle_ingests_external_edits_on_request(env: Env, daemon) -> None:
             "## Completed\n", "## Completed\n\n- [x] Ship the first release — 2026-01-03\n"
         )
     )
-    assert ok_json(env, "ingest") == {"decisions": 0, "completed": 1, "duplicates": 0}
+    # The watcher may have ingested the edit already (its debounce is shorter than a busy
+    # machine's memctl start): either way the item is one entry, and asking again adds none.
+    first = ok_json(env, "ingest")
+    assert first["decisions"] == 0 and first["completed"] + first["duplicates"] == 1, first
     assert ok_json(env, "ingest") == {"decisions": 0, "completed": 0, "duplicates": 1}
     entry = ok_json(env, "list")["entries"][0]
     assert entry["category"] == "task_progress" and "first release" in entry["content"]

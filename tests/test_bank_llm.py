@@ -369,7 +369,7 @@ def test_retry_of_a_request_waiting_on_the_llm_is_answered_not_run_again(
         assert retry.poll(30_000), "the retry got no answer"
         reply = protocol.decode_reply(retry.recv())
         assert isinstance(reply, protocol.Ok), reply
-        assert reply.result["applied"] == ["decisionLog.md", "progress.md"]
+        assert protocol.result_of(request, reply).applied == ["decisionLog.md", "progress.md"]
         assert not first.poll(200)  # the answer went to the retry only
         log = ok_json(env, "bank", "read", "decisionLog.md")["content"]
         assert log.count("## Decision: Use SQLite") == 1
@@ -399,7 +399,8 @@ def test_many_requests_waiting_on_the_llm_are_each_answered_once(endpoint: Endpo
         for sock in sockets:
             assert sock.poll(60_000), "a request got no answer"
             reply = protocol.decode_reply(sock.recv())
-            assert isinstance(reply, protocol.Ok) and reply.result["source"] == "llm", reply
+            assert isinstance(reply, protocol.Ok), reply
+            assert protocol.result_of(request, reply).source == "llm", reply
             sock.close()
         assert len(endpoint.received) == 24  # each asked once: none re-run, none dropped
     finally:

@@ -97,8 +97,8 @@ def test_large_change_is_written_at_once_small_one_waits(env: Env) -> None:
         assert listed["notes.md"] == len(big.encode())
         cache = ok_json(env, "bank", "activate")["cache"]
         assert cache["key"] == f"memory-bank:{env.project.resolve()}"
-        assert cache["pending_changes"] == "1" and cache["pending_files"] == "activeContext.md"
-        assert cache["sync_interval_s"] == "3600"
+        assert cache["pending_changes"] == 1 and cache["pending_files"] == ["activeContext.md"]
+        assert cache["sync_interval_s"] == 3600
     finally:
         daemon.stop()
 

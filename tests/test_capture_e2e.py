@@ -63,7 +63,7 @@ def _session_end(env: Env, path: Path) -> protocol.HookResult:
     with Client(endpoint="ipc://" + str(env.socket), budget_s=20) as client:
         reply = client.call(request)
     assert isinstance(reply, protocol.Ok), reply
-    return reply.result
+    return protocol.result_of(request, reply)
 
 
 def test_transcript_to_findings_to_episode_and_candidates(env: Env, daemon: Daemon) -> None:
@@ -112,7 +112,7 @@ def test_transcript_to_findings_to_episode_and_candidates(env: Env, daemon: Daem
     assert any(d["promoted"] and "user-intent" in d["signals"] for d in decisions)
 
     # A second SessionEnd for the same transcript changes nothing.
-    assert _session_end(env, path)["finalized"] is False
+    assert _session_end(env, path).finalized is False
     assert len(ok_json(env, "episodes")["episodes"]) == 1
 
 
@@ -133,7 +133,7 @@ def test_restart_mid_file_resumes_without_duplicates(env: Env) -> None:
         results = ok_json(env, "search", "cart cache", "-k", "50")["results"]
         contents = [r["content"] for r in results]
         assert len(contents) == len(set(contents)), contents
-        assert _session_end(env, path)["finalized"] is True
+        assert _session_end(env, path).finalized is True
         entries = ok_json(env, "list", "--limit", "1000")["entries"]
         assert len({e["fingerprint"] for e in entries}) == len(entries)
         assert len(ok_json(env, "episodes")["episodes"]) == 1
@@ -179,7 +179,7 @@ def test_planted_secrets_reach_no_file(env: Env, daemon: Daemon) -> None:
         _append(path, [_record(env, role, text, n)])
     until(lambda: _found(env, "postgres commit", "postgres"), "the last finding")
     ok_json(env, "remember", f"The backup key is {s['aws']} and the admin is {s['email']}")
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     ok_json(env, "check")
     hook_prompt = protocol.Hook(agent="claude", event="prompt", session_id=SESSION,
                                 prompt=f"remember: rotate {s['stripe']} monthly",
@@ -246,11 +246,11 @@ def test_repeated_finalization_keeps_one_episode(env: Env, daemon: Daemon) -> No
     _append(path, [_record(env, "user", "Please migrate the invoices table.", 0)])
     _append(path, [_record(env, "assistant", "We decided to use a backfill job for invoices.", 1)])
     until(lambda: _found(env, "backfill invoices", "backfill job"), "first turn")
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     _append(path, [_record(env, "user", "Now add an index on invoices.customer_id.", 2)])
     _append(path, [_record(env, "assistant", "Turns out the index already existed in staging.", 3)])
     until(lambda: _found(env, "index staging", "already existed"), "second turn")
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     episodes = ok_json(env, "episodes")["episodes"]
     assert len(episodes) == 1 and episodes[0]["turns"] == 2
 

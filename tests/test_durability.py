@@ -49,7 +49,7 @@ def _call(env: Env, request: protocol.Request, budget_s: float = BULK_BUDGET_S) 
     with Client(endpoint=_endpoint(env), budget_s=budget_s) as client:
         reply = client.call(request)
     assert isinstance(reply, protocol.Ok), reply
-    return reply.result
+    return msgspec.to_builtins(protocol.result_of(request, reply))
 
 
 # --------------------------------------------------------------------------- the writer
@@ -106,7 +106,7 @@ class Writer(threading.Thread):
                         except DaemonUnavailable:
                             continue
                         if isinstance(reply, protocol.Ok):
-                            outcome.result = reply.result
+                            outcome.result = msgspec.to_builtins(protocol.result_of(request, reply))
                         else:
                             outcome.error = reply
         except BaseException as exc:  # re-raised by finish()
@@ -301,9 +301,10 @@ def test_sigkill_during_remember_stream_loses_nothing_acknowledged(env: Env) -> 
         with Client(endpoint=_endpoint(env), budget_s=5.0) as client:
             for outcome in sample.values():
                 token = outcome.payload.rsplit(" ", 1)[1]
-                reply = client.call(protocol.Search(query=token, k=3, project=str(env.project)))
+                search = protocol.Search(query=token, k=3, project=str(env.project))
+                reply = client.call(search)
                 assert isinstance(reply, protocol.Ok), reply
-                found = [r["id"] for r in reply.result["results"]]
+                found = [r.id for r in protocol.result_of(search, reply).results]
                 assert outcome.result["id"] in found, f"search misses {outcome.payload!r}: {found}"
 
         assert_check_ok(env)

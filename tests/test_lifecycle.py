@@ -67,8 +67,9 @@ def test_shutdown_request_and_restart_keep_data(env: Env, daemon: Daemon) -> Non
 
     with Client(endpoint="ipc://" + str(env.socket)) as client:
         # A generous budget: a retry after a slow first attempt would reach a daemon already gone.
-        reply = client.call(protocol.Shutdown(), budget_s=20)
-    assert isinstance(reply, protocol.Ok) and reply.result["stopping"] is True
+        request = protocol.Shutdown()
+        reply = client.call(request, budget_s=20)
+    assert isinstance(reply, protocol.Ok) and protocol.result_of(request, reply).stopping is True
     assert daemon.proc.wait(timeout=10) == 0
     again = Daemon(env).start()
     try:

@@ -130,7 +130,7 @@ def sync(sock: zmq.Socket[Any], daemon: Daemon) -> list[p.Ok | p.Error]:
         reply = recv_reply(sock, daemon)
         if reply.id == sentinel:
             assert isinstance(reply, p.Ok), f"sentinel hello failed: {reply!r}"
-            assert reply.result["protocol"] == p.PROTOCOL_VERSION
+            assert p.result_of(p.Hello(), reply).protocol == p.PROTOCOL_VERSION
             return before
         before.append(reply)
 
@@ -202,7 +202,7 @@ def test_msgpack_that_is_not_a_map_is_bad_request(sock, daemon, zctx, env, value
 
 
 def test_unknown_op_is_bad_request_naming_the_op(sock, daemon, zctx, env):
-    reply = ask(sock, daemon, pack({"op": "frobnicate", "v": 1, "id": 7}))
+    reply = ask(sock, daemon, pack({"op": "frobnicate", "v": p.PROTOCOL_VERSION, "id": 7}))
     reply = assert_error(reply, p.ErrorCode.BAD_REQUEST, 7)
     assert "unknown op" in reply.message and "frobnicate" in reply.message, reply.message
     assert_serving(zctx, env, daemon)
@@ -238,7 +238,7 @@ def test_unknown_op_name_is_truncated_in_the_message(sock, daemon):
     ],
 )
 def test_wrong_field_type_is_bad_request_with_the_id(sock, daemon, zctx, env, request_, field):
-    request_ = {"v": 1, "project": str(env.project), **request_}
+    request_ = {"v": p.PROTOCOL_VERSION, "project": str(env.project), **request_}
     reply = assert_error(ask(sock, daemon, pack(request_)), p.ErrorCode.BAD_REQUEST, "abc")
     assert field in reply.message, reply.message  # names the offending field
     assert_serving(zctx, env, daemon)
@@ -246,14 +246,16 @@ def test_wrong_field_type_is_bad_request_with_the_id(sock, daemon, zctx, env, re
 
 @pytest.mark.parametrize("bad_id", [[1], {"a": 1}, 1.5, None, -1, "x" * 129])
 def test_invalid_id_is_not_echoed_unless_int_or_str(sock, daemon, bad_id):
-    reply = ask(sock, daemon, pack({"op": "hello", "v": 1, "id": bad_id}))
+    reply = ask(sock, daemon, pack({"op": "hello", "v": p.PROTOCOL_VERSION, "id": bad_id}))
     expected = bad_id if isinstance(bad_id, int | str) else None
     assert_error(reply, p.ErrorCode.BAD_REQUEST, expected)
 
 
 def test_missing_required_field_is_bad_request(sock, daemon, zctx, env):
     reply = ask(
-        sock, daemon, pack({"op": "remember", "v": 1, "id": 8, "project": str(env.project)})
+        sock,
+        daemon,
+        pack({"op": "remember", "v": p.PROTOCOL_VERSION, "id": 8, "project": str(env.project)}),
     )
     reply = assert_error(reply, p.ErrorCode.BAD_REQUEST, 8)
     assert "missing" in reply.message and "content" in reply.message, reply.message
@@ -261,16 +263,25 @@ def test_missing_required_field_is_bad_request(sock, daemon, zctx, env):
 
 
 def test_missing_op_is_bad_request(sock, daemon):
-    reply = assert_error(ask(sock, daemon, pack({"v": 1, "id": 9})), p.ErrorCode.BAD_REQUEST, 9)
+    reply = assert_error(
+        ask(sock, daemon, pack({"v": p.PROTOCOL_VERSION, "id": 9})), p.ErrorCode.BAD_REQUEST, 9
+    )
     assert "'op'" in reply.message, reply.message
 
 
 @pytest.mark.parametrize("op", [5, ["hello"], None])
 def test_op_of_the_wrong_type_is_bad_request(sock, daemon, op):
-    assert_error(ask(sock, daemon, pack({"op": op, "v": 1, "id": 10})), p.ErrorCode.BAD_REQUEST, 10)
+    assert_error(
+        ask(sock, daemon, pack({"op": op, "v": p.PROTOCOL_VERSION, "id": 10})),
+        p.ErrorCode.BAD_REQUEST,
+        10,
+    )
 
 
-@pytest.mark.parametrize(("version", "side"), [(999, "older"), (0, "newer"), (2, "older")])
+@pytest.mark.parametrize(
+    ("version", "side"),
+    [(999, "older"), (0, "newer"), (p.PROTOCOL_VERSION + 1, "older"), (1, "newer")],
+)
 def test_other_protocol_version_is_version_mismatch(sock, daemon, zctx, env, version, side):
     reply = ask(sock, daemon, pack({"op": "hello", "v": version, "id": 11}))
     reply = assert_error(reply, p.ErrorCode.VERSION_MISMATCH, 11)
@@ -300,7 +311,7 @@ def test_req_socket_gets_replies_through_its_delimiter(zctx, env, daemon):
     try:
         reply = ask(req, daemon, p.encode(p.Hello(id="req-1")))
         assert isinstance(reply, p.Ok) and reply.id == "req-1", reply
-        assert reply.result["protocol"] == p.PROTOCOL_VERSION
+        assert p.result_of(p.Hello(), reply).protocol == p.PROTOCOL_VERSION
         # Garbage from a REQ client is answered too (or its REQ state machine would be stuck) ...
         assert_error(ask(req, daemon, b"\xc1"), p.ErrorCode.BAD_REQUEST, None)
         # ... and so is a REQ request carrying two payload frames.
@@ -312,12 +323,12 @@ def test_req_socket_gets_replies_through_its_delimiter(zctx, env, daemon):
 
 
 def test_unknown_fields_in_a_valid_request_are_ignored(sock, daemon):
-    request = {"op": "hello", "v": 1, "id": 14, "client_version": "9.9"}
+    request = {"op": "hello", "v": p.PROTOCOL_VERSION, "id": 14, "client_version": "9.9"}
     extra = {"future": {"nested": [1, 2, {"x": None}]}, "flag": True, "blob": b"\x00\x01"}
     frame = pack(request | extra)
     reply = ask(sock, daemon, frame)
     assert isinstance(reply, p.Ok) and reply.id == 14, reply
-    assert reply.result["protocol"] == p.PROTOCOL_VERSION
+    assert p.result_of(p.Hello(), reply).protocol == p.PROTOCOL_VERSION
 
 
 @pytest.mark.parametrize(
@@ -329,7 +340,7 @@ def test_deeply_nested_msgpack_is_rejected_not_fatal(sock, daemon, zctx, env, fi
     ``DecodeError``) on them, which must still become an error reply."""
     depth = 5_000
     nested = b"\x91" * depth + b"\x01"
-    body = {"op": "hello", "v": 1, "id": 15}
+    body = {"op": "hello", "v": p.PROTOCOL_VERSION, "id": 15}
     head = pack({k: v for k, v in body.items() if k != field})
     # Append one more key to the map: bump the fixmap count and add key + nested value.
     frame = bytes([head[0] + 1]) + head[1:] + pack(field) + nested
@@ -359,7 +370,8 @@ def test_invalid_utf8_in_a_string_is_bad_request(sock, daemon, zctx, env, frame,
 
 def test_invalid_utf8_where_it_is_never_decoded_is_harmless(sock, daemon):
     # In a map key, and in the value of an unknown (skipped) field, msgspec never decodes it.
-    frame = b"\x84\xa2op\xa5hello\xa1v\x01\xa2id\x16\xa3\xff\xfe\xfd\xa2\xc3\x28"
+    version = bytes([p.PROTOCOL_VERSION])  # a positive fixint
+    frame = b"\x84\xa2op\xa5hello\xa1v" + version + b"\xa2id\x16\xa3\xff\xfe\xfd\xa2\xc3\x28"
     reply = ask(sock, daemon, frame)
     assert isinstance(reply, p.Ok) and reply.id == 22, reply
 
@@ -368,7 +380,9 @@ def test_invalid_utf8_where_it_is_never_decoded_is_harmless(sock, daemon):
 
 
 def test_frame_over_the_limit_is_dropped_and_the_daemon_keeps_serving(sock, daemon, zctx, env):
-    frame = pack({"op": "hello", "v": 1, "id": 16, "pad": "x" * p.MAX_MESSAGE_BYTES})
+    frame = pack(
+        {"op": "hello", "v": p.PROTOCOL_VERSION, "id": 16, "pad": "x" * p.MAX_MESSAGE_BYTES}
+    )
     assert len(frame) > p.MAX_MESSAGE_BYTES
     sock.send(frame)
     # ZeroMQ's MAXMSGSIZE drops it (and the connection) before the daemon sees it: no reply.
@@ -381,7 +395,7 @@ def test_frame_over_the_limit_is_dropped_and_the_daemon_keeps_serving(sock, daem
 
 def test_frame_of_exactly_the_limit_is_served(sock, daemon):
     def frame_with(pad: int) -> bytes:
-        return pack({"op": "hello", "v": 1, "id": 17, "pad": "x" * pad})
+        return pack({"op": "hello", "v": p.PROTOCOL_VERSION, "id": 17, "pad": "x" * pad})
 
     overhead = len(frame_with(100_000)) - 100_000  # str32 header from here on
     frame = frame_with(p.MAX_MESSAGE_BYTES - overhead)
@@ -408,7 +422,13 @@ def test_content_over_500_chars_is_too_large(sock, daemon, env):
     assert isinstance(reply, p.Ok) and reply.id == "fits", reply
     # Over the schema's own cap it is rejected before any handler runs.
     frame = pack(
-        {"op": "remember", "v": 1, "id": "huge", "project": project, "content": "c" * 65_537}
+        {
+            "op": "remember",
+            "v": p.PROTOCOL_VERSION,
+            "id": "huge",
+            "project": project,
+            "content": "c" * 65_537,
+        }
     )
     reply = assert_error(ask(sock, daemon, frame), p.ErrorCode.BAD_REQUEST, "huge")
     assert "$.content" in reply.message, reply.message
@@ -416,7 +436,15 @@ def test_content_over_500_chars_is_too_large(sock, daemon, env):
 
 def test_query_over_the_schema_max_is_bad_request(sock, daemon, env):
     project = str(env.project)
-    frame = pack({"op": "search", "v": 1, "id": "q", "project": project, "query": "q" * 8_193})
+    frame = pack(
+        {
+            "op": "search",
+            "v": p.PROTOCOL_VERSION,
+            "id": "q",
+            "project": project,
+            "query": "q" * 8_193,
+        }
+    )
     reply = assert_error(ask(sock, daemon, frame), p.ErrorCode.BAD_REQUEST, "q")
     assert "$.query" in reply.message, reply.message
     ok = ask(sock, daemon, p.encode(p.Search(id="q-max", project=project, query="q" * 8_192)))
@@ -657,22 +685,23 @@ def test_vanishing_clients_do_not_disturb_others(zctx, env, daemon):
         while True:
             listed = ask(survivor, daemon, p.encode(p.ListEntries(id="n", project=project)))
             assert isinstance(listed, p.Ok), listed
-            if listed.result["total"] == 50 or time.monotonic() > deadline:
+            total = p.result_of(p.ListEntries(), listed).total
+            if total == 50 or time.monotonic() > deadline:
                 break
-        assert listed.result["total"] == 50, listed.result["total"]
+        assert total == 50, total
 
         # A long poll parked for a client that then vanishes is answered into the void when
         # its wait ends, and the loop goes on: the survivor's own, longer, long poll is
         # answered after it, and so is a plain hello.
         reply = ask(survivor, daemon, p.encode(p.AuditTail(id="seq", project=project, n=1)))
         assert isinstance(reply, p.Ok), reply
-        last = reply.result["last_seq"]
+        last = p.result_of(p.AuditTail(), reply).last_seq
         parked = p.AuditTail(id="parked", project=project, after_seq=last, wait_ms=100)
         _vanish(zctx, env, zmq.DEALER, p.encode(parked))
         mine = p.AuditTail(id="mine", project=project, after_seq=last, wait_ms=600)
         reply = ask(survivor, daemon, p.encode(mine))
         assert isinstance(reply, p.Ok) and reply.id == "mine", reply
-        assert reply.result["events"] == [], reply
+        assert p.result_of(mine, reply).events == [], reply
         assert sync(survivor, daemon) == []
     finally:
         survivor.close(linger=0)
@@ -693,9 +722,16 @@ def _garbage(rng: random.Random, i: int) -> bytes | list[bytes]:
     if kind == 2:
         return pack(rng.choice([[1, 2, 3], 7, None, "hello", 2.5, [], b"x"]))
     if kind == 3:
-        return pack({"op": f"nope-{rng.randrange(10**6)}", "v": 1, "id": i})
+        return pack({"op": f"nope-{rng.randrange(10**6)}", "v": p.PROTOCOL_VERSION, "id": i})
     if kind == 4:
-        return pack({"op": "remember", "v": 1, "id": i, "content": rng.choice([1, None, [], {}])})
+        return pack(
+            {
+                "op": "remember",
+                "v": p.PROTOCOL_VERSION,
+                "id": i,
+                "content": rng.choice([1, None, [], {}]),
+            }
+        )
     if kind == 5:
         return pack({"op": "hello", "v": rng.randrange(2, 10**6), "id": i})
     if kind == 6:

@@ -150,7 +150,7 @@ def test_hook_cannot_name_a_fifo_or_another_projects_transcript(env: Env, daemon
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
     started = time.monotonic()
-    assert _session_end(env, fifo)["finalized"] is False
+    assert _session_end(env, fifo).finalized is False
     assert time.monotonic() - started < 10
     assert memctl(env, "status").code == 0  # still serving
     # A transcript of this project, finalized from another project's hook: refused.
@@ -166,7 +166,7 @@ def test_hook_cannot_name_a_fifo_or_another_projects_transcript(env: Env, daemon
         transcript_path=str(path),
         project=str(other),
     )
-    assert _call(env, request).result["finalized"] is False
+    assert protocol.result_of(request, _call(env, request)).finalized is False
     assert json.loads(memctl(env, "--json", "--project", str(other), "episodes").stdout) == {
         "episodes": []
     }
@@ -176,13 +176,13 @@ def test_forgotten_promoted_entry_is_not_promoted_again(env: Env, daemon: Daemon
     path = _transcript(env)
     _append(path, [_record(env, "user", "remember: never deploy on Fridays", 0)])
     until(lambda: ok_json(env, "search", "deploy fridays")["results"], "the finding")
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     promoted = ok_json(env, "list", "--status", "candidate")["entries"]
     assert len(promoted) == 1
     ok_json(env, "forget", promoted[0]["id"])
     _append(path, [_record(env, "assistant", "Turns out the build cache was stale.", 1)])
     until(lambda: ok_json(env, "search", "build cache stale")["results"], "next turn")
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     again = ok_json(env, "list", "--status", "candidate")["entries"]
     assert all("Fridays" not in e["content"] for e in again)
 
@@ -216,12 +216,12 @@ def test_next_turn_after_finalize_reads_only_new_lines(env: Env, daemon: Daemon)
     for n in range(6):
         _append(path, [_record(env, "assistant", f"We decided to use option {n} for step {n}.", n)])
     until(lambda: ok_json(env, "status")["capture"]["messages"] >= 6, "the first turn")
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     before = ok_json(env, "status")["capture"]["messages"]
     _append(path, [_record(env, "assistant", "Turns out the queue was never drained.", 7)])
     until(lambda: ok_json(env, "search", "queue drained")["results"], "the next turn")
     assert ok_json(env, "status")["capture"]["messages"] == before + 1
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     assert len(ok_json(env, "episodes")["episodes"]) == 1
 
 
@@ -273,21 +273,17 @@ def test_one_remember_prompt_is_one_entry(env: Env, daemon: Daemon) -> None:
     """The hook stores the remember: text when the prompt is sent; capture later reads the same
     prompt from the transcript. Both word it alike, so there is one entry, not two."""
     prompt = "The checkout tests are flaky again. remember: always run make lint before pushing"
-    reply = _call(
-        env,
-        protocol.Hook(
-            agent="claude",
-            event="prompt",
-            session_id=SESSION,
-            prompt=prompt,
-            project=str(env.project),
-        ),
+    request = protocol.Hook(
+        agent="claude", event="prompt", session_id=SESSION, prompt=prompt, project=str(env.project)
     )
-    assert isinstance(reply, protocol.Ok) and len(reply.result["remembered"]) == 1
+    reply = _call(env, request)
+    assert (
+        isinstance(reply, protocol.Ok) and len(protocol.result_of(request, reply).remembered) == 1
+    )
     path = _transcript(env)
     _append(path, [_record(env, "user", prompt, 0)])
     until(lambda: ok_json(env, "status")["capture"]["messages"] >= 1, "the transcript read")
-    assert _session_end(env, path)["finalized"] is True
+    assert _session_end(env, path).finalized is True
     lint = [e for e in ok_json(env, "list")["entries"] if "make lint" in e["content"]]
     assert len(lint) == 1 and lint[0]["status"] == "confirmed"
 
@@ -309,7 +305,7 @@ def test_restart_continues_a_transcript_from_its_cursor(env: Env) -> None:
         _append(path, [_record(env, "assistant", "Turns out the facets were never cached.", 3)])
         until(lambda: ok_json(env, "search", "facets cached")["results"], "the second turn")
         assert ok_json(env, "status")["capture"]["messages"] == 2  # only the new lines
-        assert _session_end(env, path)["finalized"] is True
+        assert _session_end(env, path).finalized is True
         episode = ok_json(env, "episodes")["episodes"][0]
         assert episode["turns"] == 2 and "search page" in episode["goal"]
     finally:

@@ -97,7 +97,7 @@ def _answer(s: Session, deadline: float) -> bytes:
         reply = s.client.call(request, budget)
     except (DaemonUnavailable, MessageTooLarge):
         return b""
-    text = _payload_text(reply)
+    text = _payload_text(request, reply)
     return render(event, text) if answers and text else b""
 
 
@@ -196,11 +196,14 @@ def _project(payload: dict[str, Any], fallback: str) -> str:
     return cwd if cwd and os.path.isabs(cwd) else fallback
 
 
-def _payload_text(reply: protocol.Reply) -> str:
-    if not isinstance(reply, protocol.Ok) or not isinstance(reply.result, dict):
+def _payload_text(request: protocol.Hook, reply: protocol.Reply) -> str:
+    if not isinstance(reply, protocol.Ok):
         return ""
-    text = reply.result.get("text")
-    return text if isinstance(text, str) and text.strip() else ""
+    try:
+        text = protocol.result_of(request, reply).text
+    except (msgspec.DecodeError, msgspec.ValidationError):  # a daemon of another version
+        return ""
+    return text if text.strip() else ""
 
 
 def _emit(out: bytes) -> None:

@@ -5,6 +5,10 @@ envelope, encoded as MessagePack by msgspec. Requests are a tagged union on ``op
 carries ``v`` (the protocol version, which moves separately from the package version) and ``id``
 (echoed in the reply). Replies are ``Ok`` or ``Error``, tagged on ``status``.
 
+Each request type names its result type and whether it changes memory; the list of request
+types, the decoder of requests and the daemon's set of mutating requests are derived from them,
+so an operation is declared in one place.
+
 Compatibility rules: both sides ignore unknown fields, so adding an optional field is not a
 breaking change; removing or retyping one is, and bumps ``PROTOCOL_VERSION``.
 
@@ -15,11 +19,21 @@ from __future__ import annotations
 
 import enum
 import functools
-from typing import Annotated, Any, Literal
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: every result typed (status, audit, bank activate, files list)
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 Category = Literal[
@@ -37,6 +51,7 @@ Category = Literal[
 Status = Literal["candidate", "confirmed", "pinned"]
 ArchivedReason = Literal["superseded", "stale", "evicted", "user"]
 SourceKind = Literal["user", "agent", "transcript", "memory-bank", "import"]
+PresetName = Literal["conservative", "balanced", "aggressive"]
 
 RequestId = (
     Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | Annotated[str, msgspec.Meta(max_length=128)]
@@ -102,386 +117,8 @@ class BackgroundError(msgspec.Struct, frozen=True):
     severity: Literal["info", "warning", "error"] = "error"
 
 
-# --------------------------------------------------------------------------- requests
-
-
-class Request(msgspec.Struct, tag_field="op", kw_only=True):
-    """Base of every request. ``project`` is the client's working directory: the daemon resolves
-    the project from it (SPEC §3) and the request can touch only that project."""
-
-    v: int = PROTOCOL_VERSION
-    id: RequestId = 0
-    project: PathText | None = None
-
-
-class Hello(Request, tag="hello"):
-    """Report the daemon's protocol and package versions."""
-
-    client_version: str = ""
-
-
-class StatusRequest(Request, tag="status"):
-    """Show the daemon and the current project: entry counts, sessions, SLO, recent errors."""
-
-
-class Remember(Request, tag="remember"):
-    """Store TEXT in project memory (confirmed, or pinned with --pin)."""
-
-    content: Annotated[str, msgspec.Meta(max_length=65_536)]
-    category: Category | None = None
-    section: Annotated[str, msgspec.Meta(max_length=64)] | None = None
-    tags: Annotated[list[Tag], msgspec.Meta(max_length=32)] = []
-    file_paths: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
-    pin: bool = False
-
-
-class Search(Request, tag="search"):
-    """Search project memory (or the archive) and show scored results."""
-
-    query: Annotated[str, msgspec.Meta(max_length=8192)]
-    k: Limit = 5
-    archive: bool = False
-    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
-
-
-Format = Literal["claude", "gemini", "codex", "plain"]
-
-
-class Inject(Request, tag="inject"):
-    """Build the token-budgeted memory payload for an agent's context."""
-
-    format: Format = "plain"
-    query: Annotated[str, msgspec.Meta(max_length=65_536)] = ""
-    remaining_context: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
-    session: Annotated[str, msgspec.Meta(max_length=256)] | None = None
-
-
-class Budget(Request, tag="budget"):
-    """Show the project's token budget ceiling, or set it to TOKENS (0 restores the default)."""
-
-    tokens: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] | None = None
-
-
-class AliasAdd(Request, tag="alias_add"):
-    """Add search synonyms for a term (merged with any the term already has)."""
-
-    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-    synonyms: Annotated[
-        list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
-        msgspec.Meta(min_length=1, max_length=64),
-    ]
-
-
-class AliasList(Request, tag="alias_list"):
-    """List the search aliases in effect: the defaults and the project's own."""
-
-
-class AliasRemove(Request, tag="alias_remove"):
-    """Remove a term's aliases (a default term is switched off for this project)."""
-
-    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-
-
-Agent = Literal["claude", "codex", "gemini"]
-HookKind = Literal["session_start", "prompt", "pre_compact", "session_end"]
-
-
-class Hook(Request, tag="hook"):
-    """An agent hook event (SPEC §12), already translated by ``memctl hook`` from the agent's own
-    JSON: session start, a user prompt, a compaction about to happen, or the end of a session."""
-
-    agent: Agent
-    event: HookKind
-    session_id: Annotated[str, msgspec.Meta(max_length=256)] | None = None
-    transcript_path: PathText | None = None
-    prompt: Annotated[str, msgspec.Meta(max_length=262_144)] = ""
-    source: Annotated[str, msgspec.Meta(max_length=64)] | None = (
-        None  # startup|resume|clear|compact
-    )
-    remaining_context: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
-
-
-class Auto(Request, tag="auto"):
-    """Show whether memoryd learns from this project's transcripts, or turn it on or off."""
-
-    enabled: bool | None = None
-
-
-class Preset(Request, tag="preset"):
-    """Show or set how eagerly captured findings are promoted: conservative, balanced,
-    aggressive."""
-
-    name: Literal["conservative", "balanced", "aggressive"] | None = None
-
-
-class Episodes(Request, tag="episodes"):
-    """List recent session episodes, optionally those whose text contains QUERY."""
-
-    query: Annotated[str, msgspec.Meta(max_length=1024)] = ""
-    limit: Limit = 20
-
-
-class ListEntries(Request, tag="list"):
-    """List entries, optionally by category and status."""
-
-    category: Category | None = None
-    status: Status | None = None
-    archived: bool = False
-    limit: Limit = 1000
-    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
-
-
-class Forget(Request, tag="forget"):
-    """Delete an entry by id, or every entry matching a keyword (several need --yes)."""
-
-    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
-    confirm: bool = False
-
-
-class Pin(Request, tag="pin"):
-    """Pin an entry (by id or keyword) so it is always injected."""
-
-    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
-
-
-class Unpin(Request, tag="unpin"):
-    """Unpin an entry (by id or keyword); it stays as confirmed."""
-
-    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
-
-
-class Import(Request, tag="import"):
-    """Import JSONL lines: content, and optionally category, section, tags, file_paths,
-    created_at."""
-
-    lines: Annotated[list[str], msgspec.Meta(max_length=100_000)]
-    first_line: Annotated[int, msgspec.Meta(ge=1)] = 1
-
-
-class Export(Request, tag="export"):
-    """Export active entries as JSONL, one entry a line, sorted by id."""
-
-    include_archived: bool = False
-
-
-class AuditTail(Request, tag="audit_tail"):
-    """Show audit events. With ``after_seq`` and ``wait_ms`` the daemon holds the request until a
-    newer event exists or the wait ends (long poll, used by ``audit --follow``)."""
-
-    n: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 20
-    after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 0
-
-
-class Check(Request, tag="check"):
-    """Verify the project's database integrity, audit hash chain and search index."""
-
-
-class Shutdown(Request, tag="shutdown"):
-    """Stop the daemon gracefully."""
-
-
-# The memory bank (SPEC §10) and instruction files (SPEC §11).
-BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
-BankText = Annotated[str, msgspec.Meta(max_length=512 * 1024)]
-Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-
-
-class BankInit(Request, tag="bank_init"):
-    """Create the memory bank's seven files (existing files are never overwritten), filling the
-    project brief from BRIEF and the tech context and system patterns from the codebase."""
-
-    brief: Annotated[str, msgspec.Meta(max_length=65_536)] | None = None
-
-
-class BankValidate(Request, tag="bank_validate"):
-    """Report missing required and recommended bank files, empty files, files without a
-    header."""
-
-
-class BankRead(Request, tag="bank_read"):
-    """Show one memory bank file."""
-
-    name: BankName
-
-
-class BankWrite(Request, tag="bank_write"):
-    """Create or replace a memory bank file with the text on stdin (decisionLog.md stays
-    append-only)."""
-
-    name: BankName
-    content: BankText
-    mode: Mode | None = None
-
-
-class BankUpdate(Request, tag="bank_update"):
-    """Merge the sections on stdin into an existing memory bank file."""
-
-    name: BankName
-    content: BankText
-    mode: Mode | None = None
-
-
-class BankList(Request, tag="bank_list"):
-    """List the memory bank's files with size and modification time."""
-
-
-class BankActivate(Request, tag="bank_activate"):
-    """Everything a session starts with: the bank in read order, the custom instructions for
-    the mode and files, and the bank's state."""
-
-    mode: Mode | None = None
-    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
-
-
-class BankOptimise(Request, tag="bank_optimise"):
-    """Bring a bank above 5,000 tokens back into the 4-8 K band by moving completed and old items
-    to memory-bank/archive/ (SPEC §10 Bank budget). Without ``apply`` only shows the plan."""
-
-    apply: bool = False
-    mode: Mode | None = None
-
-
-class BankSync(Request, tag="bank_sync"):
-    """Write the memory bank's pending changes to disk now, and wait (up to ``wait_ms``) until
-    they are written. Without it they are written at the next periodic sync."""
-
-    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 10_000
-
-
-class BankProcess(Request, tag="bank_process"):
-    """Route free text on stdin to memory bank updates; with --apply, write them."""
-
-    content: Annotated[str, msgspec.Meta(max_length=262_144)]
-    apply: bool = False
-    mode: Mode | None = None
-
-
-class Projects(Request, tag="projects"):
-    """List the projects the daemon knows and those holding memory-bank/ under the configured
-    roots."""
-
-
-class FilesShow(Request, tag="files_show"):
-    """Show the merged instruction files (MEMORY.md and its imports) with their provenance."""
-
-
-class FilesList(Request, tag="files_list"):
-    """List the instruction files in effect, disabled ones and problems."""
-
-
-class FilesRefresh(Request, tag="files_refresh"):
-    """Load the instruction files again from disk and list them."""
-
-
-class SaveMemory(Request, tag="save_memory"):
-    """Append TEXT under a section of an instruction file; shows the diff, and writes only with
-    --yes."""
-
-    content: Annotated[str, msgspec.Meta(min_length=1, max_length=65_536)]
-    section: Annotated[str, msgspec.Meta(max_length=128)] | None = None
-    target: Literal["project", "local", "global"] = "project"
-    confirm: bool = False
-
-
-class IngestLifecycle(Request, tag="ingest_lifecycle"):
-    """Import new decisions of decisionLog.md and completed items of progress.md as entries."""
-
-
-AnyRequest = (
-    Hello
-    | StatusRequest
-    | Remember
-    | Search
-    | ListEntries
-    | Forget
-    | Pin
-    | Unpin
-    | Import
-    | Export
-    | AuditTail
-    | Check
-    | Shutdown
-    | Inject
-    | Budget
-    | AliasAdd
-    | AliasList
-    | AliasRemove
-    | Hook
-    | Auto
-    | Preset
-    | Episodes
-    | BankInit
-    | BankValidate
-    | BankRead
-    | BankWrite
-    | BankUpdate
-    | BankList
-    | BankActivate
-    | BankProcess
-    | BankSync
-    | BankOptimise
-    | Projects
-    | FilesShow
-    | FilesList
-    | FilesRefresh
-    | SaveMemory
-    | IngestLifecycle
-)
-REQUEST_TYPES: tuple[type[Request], ...] = (
-    Hello,
-    StatusRequest,
-    Remember,
-    Search,
-    ListEntries,
-    Forget,
-    Pin,
-    Unpin,
-    Import,
-    Export,
-    AuditTail,
-    Check,
-    Shutdown,
-    Inject,
-    Budget,
-    AliasAdd,
-    AliasList,
-    AliasRemove,
-    Hook,
-    Auto,
-    Preset,
-    Episodes,
-    BankInit,
-    BankValidate,
-    BankRead,
-    BankWrite,
-    BankUpdate,
-    BankList,
-    BankActivate,
-    BankProcess,
-    BankSync,
-    BankOptimise,
-    Projects,
-    FilesShow,
-    FilesList,
-    FilesRefresh,
-    SaveMemory,
-    IngestLifecycle,
-)
-
-
-class Envelope(msgspec.Struct):
-    """Just enough of a request to answer it when the rest does not decode. Fields stay raw so
-    that a hostile value (deep nesting, bad UTF-8) elsewhere cannot stop us reading the id."""
-
-    id: msgspec.Raw = msgspec.Raw(b"\xc0")
-    v: msgspec.Raw = msgspec.Raw(b"\xc0")
-    op: msgspec.Raw = msgspec.Raw(b"\xc0")
-
-
 # --------------------------------------------------------------------------- results
+# Declared before the requests that name them.
 
 
 class HelloResult(msgspec.Struct, kw_only=True):
@@ -505,12 +142,21 @@ class EntryCounts(msgspec.Struct, kw_only=True):
     archived: int = 0
 
 
+class IndexInfo(msgspec.Struct, kw_only=True):
+    """The search index: documents held, the last change sequence applied, and why it was rebuilt
+    from the database when the project was opened (None: it was not)."""
+
+    documents: int
+    applied_seq: int
+    rebuilt_at_open: str | None
+
+
 class ProjectInfo(msgspec.Struct, kw_only=True):
     root: str
     slug: str
     entries: EntryCounts
     sessions: int
-    index: dict[str, Any]
+    index: IndexInfo
 
 
 class SloInfo(msgspec.Struct, kw_only=True):
@@ -521,12 +167,26 @@ class SloInfo(msgspec.Struct, kw_only=True):
     samples: int = 0
 
 
+class CaptureInfo(msgspec.Struct, kw_only=True):
+    """Transcript capture since the daemon started: transcript files and messages read, files no
+    project could be found for, malformed lines, record kinds no parser knows (by kind), and the
+    sessions being followed now."""
+
+    enabled: bool
+    files: int = 0
+    messages: int = 0
+    unresolved_files: int = 0
+    malformed: int = 0
+    unknown_records: dict[str, int] = {}
+    live_sessions: int = 0
+
+
 class StatusResult(msgspec.Struct, kw_only=True):
     daemon: DaemonInfo
     project: ProjectInfo | None
     slo: SloInfo
     errors: list[BackgroundError]
-    capture: dict[str, Any] = {}
+    capture: CaptureInfo
 
 
 class RememberResult(msgspec.Struct, kw_only=True):
@@ -580,7 +240,7 @@ class HookResult(msgspec.Struct, kw_only=True):
 
 class AutoResult(msgspec.Struct, kw_only=True):
     enabled: bool
-    preset: str
+    preset: PresetName
 
 
 class EpisodeInfo(msgspec.Struct, kw_only=True):
@@ -649,8 +309,16 @@ class ExportResult(msgspec.Struct, kw_only=True):
     entries: list[Entry]
 
 
+class AuditEvent(msgspec.Struct, kw_only=True):
+    """One event of the audit log: its sequence number, and its line exactly as journaled (a JSON
+    object whose ``hash`` chains it to the line before, so a client can verify it)."""
+
+    seq: int
+    line: str
+
+
 class AuditResult(msgspec.Struct, kw_only=True):
-    events: list[dict[str, Any]]
+    events: list[AuditEvent]
     last_seq: int
 
 
@@ -672,7 +340,7 @@ class BankInitResult(msgspec.Struct, kw_only=True):
 
 class BankProblem(msgspec.Struct, kw_only=True):
     file: str
-    kind: str
+    kind: Literal["empty", "no_header", "unreadable"]
     message: str
 
 
@@ -698,7 +366,7 @@ class BankWriteResult(msgspec.Struct, kw_only=True):
     success: bool
     path: str
     ingested: int = 0
-    sync: str = "scheduled"
+    sync: Literal["scheduled", "immediate", "unchanged"] = "scheduled"
 
 
 class BankOptimiseResult(msgspec.Struct, kw_only=True):
@@ -731,29 +399,67 @@ class BankListResult(msgspec.Struct, kw_only=True):
     files: list[BankFileInfo]
 
 
-class BankActivateResult(msgspec.Struct, kw_only=True):
-    """``bank_info``: path, project_root, mode, files, validation, tokens, over_budget.
-    ``custom_instructions``: source, content, paths of each rule that applies."""
+class BankInfo(msgspec.Struct, kw_only=True):
+    """Where the bank is, the mode asked for, the files present in read order, their validation,
+    and their size in tokens (``over_budget`` above the 5,000-token warning)."""
 
-    bank_info: dict[str, Any]
+    path: str
+    project_root: str
+    mode: str | None
+    files: list[str]
+    validation: BankValidateResult
+    tokens: int
+    over_budget: bool
+
+
+class CustomInstruction(msgspec.Struct, kw_only=True):
+    """A rule file that applies (``.clinerules``, a mode file, a path-scoped rule): its path
+    relative to the project, its text without frontmatter, the patterns it is scoped to."""
+
+    source: str
+    content: str
+    paths: list[str] = []
+
+
+class BankCacheInfo(msgspec.Struct, kw_only=True):
+    """The daemon's cache of this bank (seed 002 §2.2): its key, files loaded, changes not on
+    disk yet and the files they touch, the last sync (ISO 8601 UTC, "" before the first) and the
+    sync interval."""
+
+    key: str
+    backend: Literal["memory"]
+    files_cached: int
+    pending_changes: int
+    pending_files: list[str]
+    last_sync: str
+    sync_interval_s: float
+
+
+class BankActivateResult(msgspec.Struct, kw_only=True):
+    """``content``: file name → text, in read order."""
+
+    bank_info: BankInfo
     content: dict[str, str]
-    custom_instructions: list[dict[str, Any]]
-    cache: dict[str, str]
+    custom_instructions: list[CustomInstruction]
+    cache: BankCacheInfo
+
+
+BankOperation = Literal["append", "append_to_section", "replace_section", "complete_item"]
 
 
 class BankItem(msgspec.Struct, kw_only=True):
     target_file: str
-    operation_type: str
+    operation_type: BankOperation
     content: str
     metadata: dict[str, str]
 
 
 class BankProcessResult(msgspec.Struct, kw_only=True):
-    """``source`` is "llm" or "rules"; ``fallback_reason`` says why the LLM was not used when it
-    was tried; ``applied`` the files written (with --apply)."""
+    """``source`` says who routed the items; ``fallback_reason`` why the LLM was not used when
+    it was tried; ``applied`` the files written (with --apply)."""
 
     items: list[BankItem]
-    source: str
+    source: Literal["llm", "rules"]
     fallback_reason: str | None = None
     applied: list[str] = []
     ingested: int = 0
@@ -768,12 +474,31 @@ class ProjectsResult(msgspec.Struct, kw_only=True):
     projects: list[KnownProject]
 
 
-class FilesListResult(msgspec.Struct, kw_only=True):
-    """``files``: the provenance of each segment (tier, path, imported_from, tokens, hash, …)."""
+class SegmentInfo(msgspec.Struct, kw_only=True):
+    """The provenance of one instruction file's segment: its tier, path, the file that imported
+    it, its size in tokens, the sha256 of its text and its frontmatter priority."""
 
-    files: list[dict[str, Any]]
+    tier: Literal["global", "plugin", "project"]
+    path: str
+    imported_from: str | None
+    tokens: int
+    hash: str
+    priority: int
+
+
+class FileProblem(msgspec.Struct, kw_only=True):
+    kind: Literal[
+        "frontmatter", "depth", "fan_out", "cycle", "duplicate", "untrusted", "extension",
+        "too_large", "too_many_files", "missing", "unreadable", "not_a_file", "bad_import",
+    ]  # fmt: skip
+    path: str
+    message: str
+
+
+class FilesListResult(msgspec.Struct, kw_only=True):
+    files: list[SegmentInfo]
     disabled: list[str]
-    problems: list[dict[str, Any]]
+    problems: list[FileProblem]
     tokens: int
 
 
@@ -793,17 +518,387 @@ class IngestResult(msgspec.Struct, kw_only=True):
     duplicates: int
 
 
+# --------------------------------------------------------------------------- requests
+
+
+ResultT = TypeVar("ResultT", bound=msgspec.Struct)
+
+
+class Request(msgspec.Struct, Generic[ResultT], tag_field="op", kw_only=True):
+    """Base of every request. ``project`` is the client's working directory: the daemon resolves
+    the project from it (SPEC §3) and the request can touch only that project.
+
+    A request type is declared once, here, and says everything the rest derives from it: its
+    ``op`` tag, its fields, its help text (the docstring: the CLI and the MCP server show it),
+    the type of its result (the type argument, kept in ``result_type``) and whether it changes
+    memory (``mutates``: the daemon caches its reply by request id, so a retry is answered
+    instead of applied twice)."""
+
+    v: int = PROTOCOL_VERSION
+    id: RequestId = 0
+    project: PathText | None = None
+
+    result_type: ClassVar[type[msgspec.Struct]]
+    mutates: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is Request:
+                cls.result_type = get_args(base)[0]
+
+
+class Hello(Request[HelloResult], tag="hello"):
+    """Report the daemon's protocol and package versions."""
+
+    client_version: str = ""
+
+
+class StatusRequest(Request[StatusResult], tag="status"):
+    """Show the daemon and the current project: entry counts, sessions, SLO, recent errors."""
+
+
+class Remember(Request[RememberResult], tag="remember"):
+    """Store TEXT in project memory (confirmed, or pinned with --pin)."""
+
+    mutates = True
+
+    content: Annotated[str, msgspec.Meta(max_length=65_536)]
+    category: Category | None = None
+    section: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    tags: Annotated[list[Tag], msgspec.Meta(max_length=32)] = []
+    file_paths: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+    pin: bool = False
+
+
+class Search(Request[SearchResult], tag="search"):
+    """Search project memory (or the archive) and show scored results."""
+
+    query: Annotated[str, msgspec.Meta(max_length=8192)]
+    k: Limit = 5
+    archive: bool = False
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+
+
+Format = Literal["claude", "gemini", "codex", "plain"]
+
+
+class Inject(Request[InjectResult], tag="inject"):
+    """Build the token-budgeted memory payload for an agent's context."""
+
+    format: Format = "plain"
+    query: Annotated[str, msgspec.Meta(max_length=65_536)] = ""
+    remaining_context: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+    session: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+
+
+class Budget(Request[BudgetResult], tag="budget"):
+    """Show the project's token budget ceiling, or set it to TOKENS (0 restores the default)."""
+
+    mutates = True
+
+    tokens: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] | None = None
+
+
+class AliasAdd(Request[Alias], tag="alias_add"):
+    """Add search synonyms for a term (merged with any the term already has)."""
+
+    mutates = True
+
+    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    synonyms: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
+        msgspec.Meta(min_length=1, max_length=64),
+    ]
+
+
+class AliasList(Request[AliasListResult], tag="alias_list"):
+    """List the search aliases in effect: the defaults and the project's own."""
+
+
+class AliasRemove(Request[AliasListResult], tag="alias_remove"):
+    """Remove a term's aliases (a default term is switched off for this project)."""
+
+    mutates = True
+
+    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
+Agent = Literal["claude", "codex", "gemini"]
+HookKind = Literal["session_start", "prompt", "pre_compact", "session_end"]
+
+
+class Hook(Request[HookResult], tag="hook"):
+    """An agent hook event (SPEC §12), already translated by ``memctl hook`` from the agent's own
+    JSON: session start, a user prompt, a compaction about to happen, or the end of a session."""
+
+    mutates = True  # a prompt's `remember:` writes; a session end finalizes
+
+    agent: Agent
+    event: HookKind
+    session_id: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    transcript_path: PathText | None = None
+    prompt: Annotated[str, msgspec.Meta(max_length=262_144)] = ""
+    source: Annotated[str, msgspec.Meta(max_length=64)] | None = (
+        None  # startup|resume|clear|compact
+    )
+    remaining_context: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+
+
+class Auto(Request[AutoResult], tag="auto"):
+    """Show whether memoryd learns from this project's transcripts, or turn it on or off."""
+
+    mutates = True
+
+    enabled: bool | None = None
+
+
+class Preset(Request[AutoResult], tag="preset"):
+    """Show or set how eagerly captured findings are promoted: conservative, balanced,
+    aggressive."""
+
+    mutates = True
+
+    name: PresetName | None = None
+
+
+class Episodes(Request[EpisodesResult], tag="episodes"):
+    """List recent session episodes, optionally those whose text contains QUERY."""
+
+    query: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+    limit: Limit = 20
+
+
+class ListEntries(Request[ListResult], tag="list"):
+    """List entries, optionally by category and status."""
+
+    category: Category | None = None
+    status: Status | None = None
+    archived: bool = False
+    limit: Limit = 1000
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class Forget(Request[ForgetResult], tag="forget"):
+    """Delete an entry by id, or every entry matching a keyword (several need --yes)."""
+
+    mutates = True
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+    confirm: bool = False
+
+
+class Pin(Request[PinResult], tag="pin"):
+    """Pin an entry (by id or keyword) so it is always injected."""
+
+    mutates = True
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class Unpin(Request[PinResult], tag="unpin"):
+    """Unpin an entry (by id or keyword); it stays as confirmed."""
+
+    mutates = True
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class Import(Request[ImportResult], tag="import"):
+    """Import JSONL lines: content, and optionally category, section, tags, file_paths,
+    created_at."""
+
+    mutates = True
+
+    lines: Annotated[list[str], msgspec.Meta(max_length=100_000)]
+    first_line: Annotated[int, msgspec.Meta(ge=1)] = 1
+
+
+class Export(Request[ExportResult], tag="export"):
+    """Export active entries as JSONL, one entry a line, sorted by id."""
+
+    include_archived: bool = False
+
+
+class AuditTail(Request[AuditResult], tag="audit_tail"):
+    """Show audit events. With ``after_seq`` and ``wait_ms`` the daemon holds the request until a
+    newer event exists or the wait ends (long poll, used by ``audit --follow``)."""
+
+    n: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 20
+    after_seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 0
+
+
+class Check(Request[CheckResult], tag="check"):
+    """Verify the project's database integrity, audit hash chain and search index."""
+
+
+class Shutdown(Request[ShutdownResult], tag="shutdown"):
+    """Stop the daemon gracefully."""
+
+
+# The memory bank (SPEC §10) and instruction files (SPEC §11).
+BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+BankText = Annotated[str, msgspec.Meta(max_length=512 * 1024)]
+Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
+class BankInit(Request[BankInitResult], tag="bank_init"):
+    """Create the memory bank's seven files (existing files are never overwritten), filling the
+    project brief from BRIEF and the tech context and system patterns from the codebase."""
+
+    mutates = True
+
+    brief: Annotated[str, msgspec.Meta(max_length=65_536)] | None = None
+
+
+class BankValidate(Request[BankValidateResult], tag="bank_validate"):
+    """Report missing required and recommended bank files, empty files, files without a
+    header."""
+
+
+class BankRead(Request[BankReadResult], tag="bank_read"):
+    """Show one memory bank file."""
+
+    name: BankName
+
+
+class BankWrite(Request[BankWriteResult], tag="bank_write"):
+    """Create or replace a memory bank file with the text on stdin (decisionLog.md stays
+    append-only)."""
+
+    mutates = True
+
+    name: BankName
+    content: BankText
+    mode: Mode | None = None
+
+
+class BankUpdate(Request[BankWriteResult], tag="bank_update"):
+    """Merge the sections on stdin into an existing memory bank file."""
+
+    mutates = True
+
+    name: BankName
+    content: BankText
+    mode: Mode | None = None
+
+
+class BankList(Request[BankListResult], tag="bank_list"):
+    """List the memory bank's files with size and modification time."""
+
+
+class BankActivate(Request[BankActivateResult], tag="bank_activate"):
+    """Everything a session starts with: the bank in read order, the custom instructions for
+    the mode and files, and the bank's state."""
+
+    mode: Mode | None = None
+    files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
+
+
+class BankOptimise(Request[BankOptimiseResult], tag="bank_optimise"):
+    """Bring a bank above 5,000 tokens back into the 4-8 K band by moving completed and old items
+    to memory-bank/archive/ (SPEC §10 Bank budget). Without ``apply`` only shows the plan."""
+
+    mutates = True  # with --apply
+
+    apply: bool = False
+    mode: Mode | None = None
+
+
+class BankSync(Request[BankSyncResult], tag="bank_sync"):
+    """Write the memory bank's pending changes to disk now, and wait (up to ``wait_ms``) until
+    they are written. Without it they are written at the next periodic sync."""
+
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 10_000
+
+
+class BankProcess(Request[BankProcessResult], tag="bank_process"):
+    """Route free text on stdin to memory bank updates; with --apply, write them."""
+
+    mutates = True  # with --apply
+
+    content: Annotated[str, msgspec.Meta(max_length=262_144)]
+    apply: bool = False
+    mode: Mode | None = None
+
+
+class Projects(Request[ProjectsResult], tag="projects"):
+    """List the projects the daemon knows and those holding memory-bank/ under the configured
+    roots."""
+
+
+class FilesShow(Request[FilesShowResult], tag="files_show"):
+    """Show the merged instruction files (MEMORY.md and its imports) with their provenance."""
+
+
+class FilesList(Request[FilesListResult], tag="files_list"):
+    """List the instruction files in effect, disabled ones and problems."""
+
+
+class FilesRefresh(Request[FilesListResult], tag="files_refresh"):
+    """Load the instruction files again from disk and list them."""
+
+
+class SaveMemory(Request[SaveMemoryResult], tag="save_memory"):
+    """Append TEXT under a section of an instruction file; shows the diff, and writes only with
+    --yes."""
+
+    mutates = True  # with --yes
+
+    content: Annotated[str, msgspec.Meta(min_length=1, max_length=65_536)]
+    section: Annotated[str, msgspec.Meta(max_length=128)] | None = None
+    target: Literal["project", "local", "global"] = "project"
+    confirm: bool = False
+
+
+class IngestLifecycle(Request[IngestResult], tag="ingest_lifecycle"):
+    """Import new decisions of decisionLog.md and completed items of progress.md as entries."""
+
+    mutates = True
+
+
+def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any]], ...]:
+    """Every concrete request type: each subclass that declares an ``op`` tag."""
+    found: list[type[Request[Any]]] = []
+    for sub in base.__subclasses__():
+        if sub.__struct_config__.tag is not None:
+            found.append(sub)
+        found.extend(_request_types(sub))
+    return tuple(found)
+
+
+REQUEST_TYPES: tuple[type[Request[Any]], ...] = _request_types()
+MUTATING: frozenset[type[Request[Any]]] = frozenset(t for t in REQUEST_TYPES if t.mutates)
+
+
+class Envelope(msgspec.Struct):
+    """Just enough of a request to answer it when the rest does not decode. Fields stay raw so
+    that a hostile value (deep nesting, bad UTF-8) elsewhere cannot stop us reading the id."""
+
+    id: msgspec.Raw = msgspec.Raw(b"\xc0")
+    v: msgspec.Raw = msgspec.Raw(b"\xc0")
+    op: msgspec.Raw = msgspec.Raw(b"\xc0")
+
+
 # --------------------------------------------------------------------------- replies
+
+ReplyId = int | str | None  # None: the request's own id could not be read
 
 
 class Ok(msgspec.Struct, tag_field="status", tag="ok", kw_only=True):
-    id: Any
-    result: Any
+    """A result, still encoded: the client decodes it into the request's ``result_type``
+    (``result_of``), so each reply is checked against the type its request promised."""
+
+    id: ReplyId
+    result: msgspec.Raw
     previous_errors: list[BackgroundError] = []
 
 
 class Error(msgspec.Struct, tag_field="status", tag="error", kw_only=True):
-    id: Any
+    id: ReplyId
     code: ErrorCode
     message: str
     previous_errors: list[BackgroundError] = []
@@ -817,15 +912,33 @@ _reply_decoder: msgspec.msgpack.Decoder[Reply] = msgspec.msgpack.Decoder(Reply)
 
 
 @functools.cache
-def _request_decoder() -> msgspec.msgpack.Decoder[AnyRequest]:
+def _request_decoder() -> msgspec.msgpack.Decoder[Request[Any]]:
     """Built on first use: it resolves every request type, which only the daemon needs; each
     ``memctl`` start (a hook's latency) would pay for it (1-2 ms with cached bytecode, more
     without)."""
-    return msgspec.msgpack.Decoder(AnyRequest)
+    any_request: Any = Union[REQUEST_TYPES]  # noqa: UP007 - built at run time from a tuple
+    return msgspec.msgpack.Decoder(any_request)
+
+
+@functools.cache
+def _result_decoder(kind: type[ResultT]) -> msgspec.msgpack.Decoder[ResultT]:
+    return msgspec.msgpack.Decoder(kind)
 
 
 def encode(message: msgspec.Struct) -> bytes:
     return _encoder.encode(message)
+
+
+def ok(request_id: ReplyId, result: msgspec.Struct) -> Ok:
+    """The reply carrying ``result`` (encoded once, here)."""
+    return Ok(id=request_id, result=msgspec.Raw(_encoder.encode(result)))
+
+
+def result_of(request: Request[ResultT], reply: Ok) -> ResultT:
+    """The result of ``reply``, decoded as the type ``request`` promises; raises
+    ``msgspec.ValidationError`` when the daemon sent something else."""
+    decoded: ResultT = _result_decoder(type(request).result_type).decode(reply.result)
+    return decoded
 
 
 def build_request_decoder() -> None:
@@ -833,7 +946,7 @@ def build_request_decoder() -> None:
     _request_decoder()
 
 
-def decode_request(frame: bytes) -> AnyRequest:
+def decode_request(frame: bytes) -> Request[Any]:
     """Decode a request frame; raises ``msgspec.DecodeError`` / ``ValidationError`` when invalid."""
     return _request_decoder().decode(frame)
 

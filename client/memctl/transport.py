@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import msgspec
 import zmq
@@ -53,7 +54,7 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, request: protocol.Request, budget_s: float | None = None) -> protocol.Reply:
+    def call(self, request: protocol.Request[Any], budget_s: float | None = None) -> protocol.Reply:
         """Send ``request`` and return the daemon's reply, or raise ``DaemonUnavailable``."""
         if isinstance(request.id, int) and request.id == 0:
             request = msgspec.structs.replace(request, id=new_request_id())

@@ -28,7 +28,7 @@ from memoryd.instructions.loader import InstructionConfig
 from memoryd.jobs import Jobs
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
-from memoryd.server.handlers import DaemonContext
+from memoryd.server.context import DaemonContext
 from memoryd.server.loop import Server
 
 FINAL_SYNC_S = 10.0  # the most a stop waits for bank files to be written

@@ -15,10 +15,10 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
+from memctl import protocol as p
 from memoryd.atomic import write_atomic
 from memoryd.core import audit_chain
 from memoryd.core.errors import Unavailable
@@ -135,12 +135,19 @@ class AuditJournal:
                 ) from None
             yield record.seq, record.event
 
-    def tail(self, n: int, after_seq: int | None = None) -> list[dict[str, Any]]:
+    def tail(self, n: int, after_seq: int | None = None) -> list[p.AuditEvent]:
+        """The last ``n`` events (after ``after_seq`` when given), each with its line as
+        journaled, hash included."""
         if n == 0:
             return []
-        events = [msgspec.json.decode(line) for line in self._lines()]
+        events = [
+            p.AuditEvent(
+                seq=_seq_decoder.decode(audit_chain.unseal(line)[0]).seq, line=line.decode()
+            )
+            for line in self._lines()
+        ]
         if after_seq is not None:
-            events = [e for e in events if e["seq"] > after_seq]
+            events = [e for e in events if e.seq > after_seq]
         return events[-n:]
 
     def verify(self) -> audit_chain.ChainReport:

@@ -395,11 +395,11 @@ class ProjectMemory:
             slug=self.slug,
             entries=self.store.counts(),
             sessions=self.store.session_count(),
-            index={
-                "documents": state.documents,
-                "applied_seq": state.applied_seq,
-                "rebuilt_at_open": state.rebuilt_at_open,
-            },
+            index=p.IndexInfo(
+                documents=state.documents,
+                applied_seq=state.applied_seq,
+                rebuilt_at_open=state.rebuilt_at_open,
+            ),
         )
 
     def check(self) -> p.CheckResult:

@@ -25,9 +25,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
+from memctl import protocol as p
 from memoryd.atomic import write_atomic
 from memoryd.background import BackgroundErrors
 from memoryd.banks.files import Bank, FileInfo, Sig, file_sig, read_file, stat_sig
@@ -115,7 +117,7 @@ class Submit(msgspec.Struct, frozen=True):
 
     path: Path
     name: str
-    sync: str  # "scheduled" | "immediate" | "unchanged"
+    sync: Literal["scheduled", "immediate", "unchanged"]
 
 
 class BankCache:
@@ -495,19 +497,19 @@ class BankCache:
 
     # -- diagnostics ---------------------------------------------------------------------------
 
-    def describe(self, root: Path, interval_s: float) -> dict[str, str]:
+    def describe(self, root: Path, interval_s: float) -> p.BankCacheInfo:
         """The cache metadata ``bank_activate`` reports (seed 002 §2.2)."""
         cached = self.bank(root)
         pending = [f.name for f in cached.files.values() if f.pending]
-        return {
-            "key": bank_key(root),
-            "backend": "memory",
-            "files_cached": str(sum(1 for f in cached.files.values() if f.loaded)),
-            "pending_changes": str(sum(len(f.pending) for f in cached.files.values())),
-            "pending_files": ",".join(sorted(pending)),
-            "last_sync": _iso(cached.last_sync),
-            "sync_interval_s": f"{interval_s:g}",
-        }
+        return p.BankCacheInfo(
+            key=bank_key(root),
+            backend="memory",
+            files_cached=sum(1 for f in cached.files.values() if f.loaded),
+            pending_changes=sum(len(f.pending) for f in cached.files.values()),
+            pending_files=sorted(pending),
+            last_sync=_iso(cached.last_sync),
+            sync_interval_s=interval_s,
+        )
 
     def dump(self) -> None:
         """Write the whole cache to the debug dump (diagnostic only: never read back)."""

@@ -153,9 +153,14 @@ class BankService:
     def activate(self, cwd: str | None, mode: str | None, files: list[str]) -> p.BankActivateResult:
         project, bank = self._project(cwd)
         activation = bank.activate(mode, files, self.cache.contents(project.root))
-        result = _convert(activation, p.BankActivateResult)
-        result.cache = self.cache.describe(project.root, self._sync_interval_s)
-        return result
+        return p.BankActivateResult(
+            bank_info=_convert(activation.bank_info, p.BankInfo),
+            content=activation.content,
+            custom_instructions=[
+                _convert(rule, p.CustomInstruction) for rule in activation.custom_instructions
+            ],
+            cache=self.cache.describe(project.root, self._sync_interval_s),
+        )
 
     def route_async(
         self, request: str, cwd: str | None, content: str, *, apply: bool, mode: str | None

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from memctl import protocol as p
 from memoryd.atomic import write_atomic
 from memoryd.background import BackgroundErrors
 from memoryd.capture import parsers
@@ -467,18 +468,21 @@ class CaptureService:
         self.stats["malformed"] += live.state.stats.malformed
         _add_counts(self.stats["unknown_records"], live.state.stats.unknown_records)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> p.CaptureInfo:
         unknown = dict(self.stats["unknown_records"])
         malformed = self.stats["malformed"]
         for live in self._live.values():
             malformed += live.state.stats.malformed
             _add_counts(unknown, live.state.stats.unknown_records)
-        return {
-            **self.stats,
-            "live_sessions": len(self._live),
-            "malformed": malformed,
-            "unknown_records": unknown,
-        }
+        return p.CaptureInfo(
+            enabled=True,
+            files=self.stats["files"],
+            messages=self.stats["messages"],
+            unresolved_files=self.stats["unresolved_files"],
+            malformed=malformed,
+            unknown_records=unknown,
+            live_sessions=len(self._live),
+        )
 
 
 def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:

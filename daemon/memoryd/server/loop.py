@@ -16,21 +16,24 @@ import zmq
 from memctl import protocol as p
 from memoryd import messages
 from memoryd.core.errors import MemorydError
-from memoryd.server.handlers import HANDLERS, MUTATING, DaemonContext, Parked, unique_id
+from memoryd.server.context import DaemonContext, Parked, unique_id
+from memoryd.server.handlers import HANDLERS
 
 DRAIN_BATCH = 64
 CLOSE_LINGER_MS = 1000
 KNOWN_OPS = frozenset(str(t.__struct_config__.tag) for t in p.REQUEST_TYPES)
 
 
-def _op(request: p.Request) -> str:
+def _op(request: p.Request[Any]) -> str:
     return str(type(request).__struct_config__.tag)
 
 
 class _ParkedRequest:
     __slots__ = ("envelope", "parked", "request", "started")
 
-    def __init__(self, envelope: list[bytes], request: p.Request, parked: Parked, started: float):
+    def __init__(
+        self, envelope: list[bytes], request: p.Request[Any], parked: Parked, started: float
+    ):
         self.envelope, self.request, self.parked, self.started = envelope, request, parked, started
 
 
@@ -213,12 +216,12 @@ class Server:
             return
         self._dispatch(envelope, request, started)
 
-    def _parked_as(self, request: p.Request) -> _ParkedRequest | None:
+    def _parked_as(self, request: p.Request[Any]) -> _ParkedRequest | None:
         if not unique_id(request):
             return None
         return next((item for item in self._parked if item.request.id == request.id), None)
 
-    def _decode(self, frame: bytes) -> p.Request | p.Error:
+    def _decode(self, frame: bytes) -> p.Request[Any] | p.Error:
         try:
             request = p.decode_request(frame)
         except Exception as exc:  # DecodeError, ValidationError, RecursionError, bad UTF-8
@@ -245,7 +248,7 @@ class Server:
             message = f"invalid request: {exc}"
         return p.Error(id=request_id, code=p.ErrorCode.BAD_REQUEST, message=message[:500])
 
-    def _dispatch(self, envelope: list[bytes], request: p.Request, started: float) -> None:
+    def _dispatch(self, envelope: list[bytes], request: p.Request[Any], started: float) -> None:
         reply = self._run(request)
         if isinstance(reply, Parked):
             self._parked.append(_ParkedRequest(envelope, request, reply, started))
@@ -253,15 +256,15 @@ class Server:
         self._answer(envelope, request, reply, started)
 
     def _answer(
-        self, envelope: list[bytes], request: p.Request, reply: p.Ok | p.Error, started: float
+        self, envelope: list[bytes], request: p.Request[Any], reply: p.Ok | p.Error, started: float
     ) -> None:
         """Send the reply; a change's is kept, so that a retry of it is answered, not re-run."""
         encoded = self._reply(envelope, reply, request.project, started, _op(request))
         request_id = unique_id(request)
-        if request_id and type(request) in MUTATING:
+        if request_id and type(request).mutates:
             self._remember_reply(request_id, encoded)
 
-    def _run(self, request: p.Request) -> p.Ok | p.Error | Parked:
+    def _run(self, request: p.Request[Any]) -> p.Ok | p.Error | Parked:
         try:
             result = HANDLERS[type(request)](self.context, request)
         except MemorydError as exc:
@@ -275,7 +278,7 @@ class Server:
             )
         if isinstance(result, Parked):
             return result
-        return p.Ok(id=request.id, result=result)
+        return p.ok(request.id, result)
 
     def _reply(
         self,
@@ -301,8 +304,8 @@ class Server:
         except zmq.ZMQError as exc:
             self._log.warning("reply_dropped", reason=str(exc))
 
-    def _cached_reply(self, request: p.Request) -> bytes | None:
-        if type(request) in MUTATING and isinstance(request.id, str):
+    def _cached_reply(self, request: p.Request[Any]) -> bytes | None:
+        if type(request).mutates and isinstance(request.id, str):
             return self._reply_cache.get(request.id)
         return None
 
@@ -332,7 +335,7 @@ class Server:
                 waiting.append(item)
                 continue
             if isinstance(reply, Parked):
-                reply = p.Ok(id=item.request.id, result=item.parked.on_timeout)
+                reply = p.ok(item.request.id, item.parked.on_timeout)
             self._answer(item.envelope, item.request, reply, item.started)
         self._parked = waiting
 
@@ -352,7 +355,7 @@ class Server:
         for item in self._parked:
             self._reply(
                 item.envelope,
-                p.Ok(id=item.request.id, result=item.parked.on_timeout),
+                p.ok(item.request.id, item.parked.on_timeout),
                 item.request.project,
                 item.started,
             )

@@ -1,0 +1,91 @@
+"""memctl's commands, one module per domain: ``memory``, ``bank``, ``instructions``, ``admin`` and
+``agents`` (the hook and install-hooks).
+
+A command says which request types it sends; its help is the first request's docstring (the same
+text the MCP server gives an agent), unless the command says otherwise. ``Commands.sends`` keeps
+what every command sends, so a test can prove that every request type has a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memctl import protocol
+
+if TYPE_CHECKING:
+    from memctl.cli import Session
+
+Run = Callable[["Session"], None]
+
+
+def help_of(request_type: type[protocol.Request[Any]]) -> tuple[str, str]:
+    """(one-line help, description) from a request type's docstring: its first sentence, and
+    its first paragraph."""
+    doc = (request_type.__doc__ or "").strip()
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    sentence = paragraph.split(". ")[0].rstrip(".")
+    return sentence[:1].lower() + sentence[1:], paragraph
+
+
+@dataclass(frozen=True)
+class Group:
+    """A command with actions (``bank init``, ``files show``)."""
+
+    name: str
+    actions: Any  # argparse's sub-parsers action
+
+
+class Commands:
+    """Builds the command parsers and records what each command sends."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+        self.sends: dict[str, tuple[type[protocol.Request[Any]], ...]] = {}
+
+    def add(
+        self,
+        name: str,
+        run: Run,
+        *sends: type[protocol.Request[Any]],
+        help: str | None = None,
+        parent: Group | None = None,
+    ) -> argparse.ArgumentParser:
+        """Add command ``name`` (under ``parent``'s sub-commands when given) that runs ``run``
+        and sends ``sends``."""
+        short, description = help_of(sends[0]) if sends else ("", "")
+        short = help or short
+        sub = parent.actions if parent is not None else self._sub
+        parser: argparse.ArgumentParser = sub.add_parser(
+            name, help=short, description=description or short
+        )
+        from memctl.cli import add_global_options
+
+        add_global_options(parser, top=False)
+        parser.set_defaults(func=run)
+        self.sends[name if parent is None else f"{parent.name} {name}"] = sends
+        return parser
+
+    def group(self, name: str, help: str) -> Group:
+        parser = self._sub.add_parser(name, help=help, description=help)
+        actions = parser.add_subparsers(dest=f"{name}_action", required=True, metavar="ACTION")
+        return Group(name, actions)
+
+    def register_all(self) -> None:
+        from memctl.commands import admin, agents, bank, instructions, memory
+
+        for domain in (admin, memory, bank, instructions, agents):
+            domain.register(self)
+
+
+def lazy(module: str, name: str) -> Run:
+    """A command whose module is imported only when it runs, off every other command's path."""
+
+    def command(s: Session) -> None:
+        import importlib
+
+        getattr(importlib.import_module(module), name)(s)
+
+    return command

@@ -1,0 +1,76 @@
+"""Commands about the daemon itself: status, versions, the audit log, checks, shutdown."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memctl import __version__, protocol, render
+from memctl.cli import BULK_BUDGET_S, EXIT_OK, EXIT_UNAVAILABLE, Failed, Session
+from memctl.commands import Commands
+from memctl.transport import Client, DaemonUnavailable
+
+FOLLOW_WAIT_MS = 25_000
+
+
+def register(c: Commands) -> None:
+    c.add("status", cmd_status, protocol.StatusRequest)
+    c.add("version", cmd_version, protocol.Hello, help="memctl's and the daemon's versions")
+    p = c.add("audit", cmd_audit, protocol.AuditTail, help="show the audit log, a JSON line each")
+    p.add_argument("-n", type=int, default=20)
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    c.add("check", cmd_check, protocol.Check)
+    c.add("shutdown", cmd_shutdown, protocol.Shutdown)
+
+
+def cmd_status(s: Session) -> None:
+    s.emit(s.call(protocol.StatusRequest()), render.status)
+
+
+def cmd_version(s: Session) -> None:
+    s.emit(s.call(protocol.Hello(client_version=__version__)), render.version)
+
+
+def print_version(args: argparse.Namespace) -> int:
+    """``memctl --version``: memctl's version, and the daemon's when it answers."""
+    print(f"memctl {__version__} (protocol {protocol.PROTOCOL_VERSION})")
+    with Client(budget_s=args.timeout or 1.5) as client:
+        try:
+            reply = client.call(protocol.Hello(client_version=__version__))
+        except DaemonUnavailable:
+            print("memoryd is not running", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+    if isinstance(reply, protocol.Ok):
+        try:
+            print(render.version(protocol.result_of(protocol.Hello(), reply)))
+        except ValueError:  # msgspec's errors: a daemon of another protocol
+            print("memoryd answered in another protocol: restart it", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_audit(s: Session) -> None:
+    result = s.call(protocol.AuditTail(n=s.args.n))
+    _print_events(result.events)
+    last = result.last_seq
+    while s.args.follow:
+        request = protocol.AuditTail(n=10_000, after_seq=last, wait_ms=FOLLOW_WAIT_MS)
+        result = s.call(request, FOLLOW_WAIT_MS / 1000 + 5)
+        _print_events(result.events)
+        last = max([last, result.last_seq, *(e.seq for e in result.events)])
+
+
+def _print_events(events: list[protocol.AuditEvent]) -> None:
+    for event in events:
+        sys.stdout.write(event.line + "\n")
+    sys.stdout.flush()
+
+
+def cmd_check(s: Session) -> None:
+    result = s.call(protocol.Check(), BULK_BUDGET_S)
+    s.emit(result, render.checked)
+    if not result.ok:
+        raise Failed("check found problems")
+
+
+def cmd_shutdown(s: Session) -> None:
+    s.emit(s.call(protocol.Shutdown()), render.shutdown)

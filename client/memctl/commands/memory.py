@@ -1,0 +1,217 @@
+"""Commands on project memory: entries, search, the payload, aliases, learning settings,
+episodes, import and export."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import get_args
+
+import msgspec
+
+from memctl import protocol, render
+from memctl.cli import BULK_BUDGET_S, EXIT_USAGE, Failed, Session
+from memctl.commands import Commands
+
+IMPORT_CHUNK_BYTES = 3 * 1024 * 1024
+
+_json = msgspec.json.Encoder()
+
+
+def register(c: Commands) -> None:
+    categories = list(get_args(protocol.Category))
+    p = c.add("remember", cmd_remember, protocol.Remember)
+    p.add_argument("text", help="the text ('-' reads stdin)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--category", choices=categories)
+    kind.add_argument("--section")
+    p.add_argument("--tag", action="append", default=[])
+    p.add_argument("--file", action="append", default=[])
+    p.add_argument("--pin", action="store_true")
+    p = c.add("search", cmd_search, protocol.Search)
+    p.add_argument("query", help="the query; '-' reads one query per stdin line")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--archive", action="store_true", help="search archived entries instead")
+    p.add_argument("--file", action="append", default=[], help="a file you are working on")
+    p = c.add("list", cmd_list, protocol.ListEntries)
+    p.add_argument("category", nargs="?", choices=categories)
+    p.add_argument("--status", choices=list(get_args(protocol.Status)))
+    p.add_argument("--archived", action="store_true")
+    p.add_argument("--limit", type=int, default=1000)
+    p = c.add("forget", cmd_forget, protocol.Forget)
+    p.add_argument("target", metavar="ID|KEYWORD")
+    p.add_argument("--yes", action="store_true", help="forget every entry the keyword matches")
+    c.add("pin", cmd_pin, protocol.Pin).add_argument("target", metavar="ID|KEYWORD")
+    c.add("unpin", cmd_unpin, protocol.Unpin).add_argument("target", metavar="ID|KEYWORD")
+    c.add("import", cmd_import, protocol.Import).add_argument("source", metavar="FILE|-")
+    p = c.add("export", cmd_export, protocol.Export)
+    p.add_argument("target", nargs="?", metavar="FILE|-")
+    p.add_argument("--archived", action="store_true", help="include archived entries")
+    p = c.add("inject", cmd_inject, protocol.Inject)
+    p.add_argument("--format", choices=list(get_args(protocol.Format)), default="plain")
+    p.add_argument("--query", help="the prompt to retrieve for")
+    p.add_argument("--remaining-context", type=int, metavar="N", help="tokens left in context")
+    p.add_argument("--file", action="append", default=[], help="a file you are working on")
+    p.add_argument("--session", help="the agent session id")
+    c.add("budget", cmd_budget, protocol.Budget).add_argument("tokens", nargs="?", type=int)
+    alias = c.group("alias", "search aliases: add TERM SYN…, list, remove TERM")
+    p = c.add("add", cmd_alias_add, protocol.AliasAdd, parent=alias)
+    p.add_argument("term")
+    p.add_argument("synonyms", nargs="+")
+    c.add("list", cmd_alias_list, protocol.AliasList, parent=alias)
+    c.add("remove", cmd_alias_remove, protocol.AliasRemove, parent=alias).add_argument("term")
+    p = c.add("auto", cmd_auto, protocol.Auto)
+    p.add_argument("state", nargs="?", choices=["on", "off"])
+    p = c.add("config", cmd_config, protocol.Preset)
+    p.add_argument("preset", nargs="?", choices=list(get_args(protocol.PresetName)))
+    p = c.add("episodes", cmd_episodes, protocol.Episodes)
+    p.add_argument("query", nargs="?")
+    p.add_argument("--limit", type=int, default=20)
+
+
+def cmd_remember(s: Session) -> None:
+    a = s.args
+    text = sys.stdin.read() if a.text == "-" else a.text
+    request = protocol.Remember(
+        content=text,
+        category=a.category,
+        section=a.section,
+        tags=a.tag,
+        file_paths=a.file,
+        pin=a.pin,
+    )
+    s.emit(s.call(request), render.remembered)
+
+
+def cmd_search(s: Session) -> None:
+    a = s.args
+    if a.query != "-":
+        request = protocol.Search(query=a.query, k=a.k, archive=a.archive, files=a.file)
+        s.emit(s.call(request), render.search)
+        return
+    # Batch mode: one query per stdin line, one JSON object per output line, one connection.
+    for line in sys.stdin:
+        query = line.rstrip("\n")
+        if query.strip():
+            result = s.call(protocol.Search(query=query, k=a.k, archive=a.archive, files=a.file))
+            sys.stdout.write(
+                _json.encode({"query": query, **msgspec.to_builtins(result)}).decode() + "\n"
+            )
+            sys.stdout.flush()
+
+
+def cmd_list(s: Session) -> None:
+    a = s.args
+    request = protocol.ListEntries(
+        category=a.category, status=a.status, archived=a.archived, limit=a.limit
+    )
+    s.emit(s.call(request), render.listing)
+
+
+def cmd_forget(s: Session) -> None:
+    s.emit(s.call(protocol.Forget(target=s.args.target, confirm=s.args.yes)), render.forgotten)
+
+
+def cmd_pin(s: Session) -> None:
+    s.emit(s.call(protocol.Pin(target=s.args.target)), render.pinned)
+
+
+def cmd_unpin(s: Session) -> None:
+    s.emit(s.call(protocol.Unpin(target=s.args.target)), render.pinned)
+
+
+def _read_lines(source: str) -> list[str]:
+    if source == "-":
+        return sys.stdin.read().splitlines()
+    try:
+        with open(source, encoding="utf-8") as fh:
+            return fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Failed(f"cannot read {source}: {exc}", EXIT_USAGE) from None
+
+
+def _chunks(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """Split lines into requests under the daemon's message limit; yields (first line no, lines)."""
+    start, size = 1, 0
+    chunk: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if chunk and size + len(line) + 16 > IMPORT_CHUNK_BYTES:
+            yield start, chunk
+            start, size, chunk = number, 0, []
+        chunk.append(line)
+        size += len(line.encode()) + 16
+    if chunk:
+        yield start, chunk
+
+
+def cmd_import(s: Session) -> None:
+    total = protocol.ImportResult(imported=0, duplicates=0, rejected=[])
+    for first, chunk in _chunks(_read_lines(s.args.source)):
+        result = s.call(protocol.Import(lines=chunk, first_line=first), BULK_BUDGET_S)
+        total.imported += result.imported
+        total.duplicates += result.duplicates
+        total.rejected += result.rejected
+    s.emit(total, render.imported)
+    if total.rejected and not total.imported and not total.duplicates:
+        raise Failed("nothing imported")
+
+
+def cmd_export(s: Session) -> None:
+    result = s.call(protocol.Export(include_archived=s.args.archived), BULK_BUDGET_S)
+    lines = "".join(_json.encode(e).decode() + "\n" for e in result.entries)
+    if s.args.target in (None, "-"):
+        sys.stdout.write(lines)
+        return
+    try:
+        with open(s.args.target, "w", encoding="utf-8") as fh:
+            fh.write(lines)
+    except OSError as exc:
+        raise Failed(f"cannot write {s.args.target}: {exc}", EXIT_USAGE) from None
+    print(f"exported {len(result.entries)} entries to {s.args.target}", file=sys.stderr)
+
+
+def cmd_inject(s: Session) -> None:
+    a = s.args
+    request = protocol.Inject(
+        format=a.format,
+        query=a.query or "",
+        files=a.file,
+        remaining_context=a.remaining_context,
+        session=a.session,
+    )
+    result = s.call(request)
+    if s.as_json:
+        s.emit(result, render.injected)
+    elif result.text:
+        sys.stdout.write(result.text)
+
+
+def cmd_budget(s: Session) -> None:
+    s.emit(s.call(protocol.Budget(tokens=s.args.tokens)), render.budget)
+
+
+def cmd_alias_add(s: Session) -> None:
+    request = protocol.AliasAdd(term=s.args.term, synonyms=s.args.synonyms)
+    s.emit(s.call(request), render.alias)
+
+
+def cmd_alias_list(s: Session) -> None:
+    s.emit(s.call(protocol.AliasList()), render.aliases)
+
+
+def cmd_alias_remove(s: Session) -> None:
+    s.emit(s.call(protocol.AliasRemove(term=s.args.term)), render.aliases)
+
+
+def cmd_auto(s: Session) -> None:
+    enabled = None if s.args.state is None else s.args.state == "on"
+    s.emit(s.call(protocol.Auto(enabled=enabled)), render.auto)
+
+
+def cmd_config(s: Session) -> None:
+    s.emit(s.call(protocol.Preset(name=s.args.preset)), render.auto)
+
+
+def cmd_episodes(s: Session) -> None:
+    result = s.call(protocol.Episodes(query=s.args.query or "", limit=s.args.limit))
+    s.emit(result, render.episodes)

@@ -1,0 +1,64 @@
+"""Handlers of the daemon itself: versions, status, the audit log, checks, shutdown."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import msgspec
+
+from memctl import __version__
+from memctl import protocol as p
+from memoryd.server.context import DaemonContext, Handler, Parked
+
+
+def hello(ctx: DaemonContext, req: p.Hello) -> p.HelloResult:
+    return p.HelloResult(protocol=p.PROTOCOL_VERSION, version=__version__, pid=os.getpid())
+
+
+def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
+    project = ctx.registry.get(req.project).info() if req.project else None
+    return p.StatusResult(
+        daemon=p.DaemonInfo(
+            version=__version__,
+            protocol=p.PROTOCOL_VERSION,
+            pid=os.getpid(),
+            uptime_s=round(time.monotonic() - ctx.started, 3),
+            socket=ctx.endpoint,
+        ),
+        project=project,
+        slo=p.SloInfo(**msgspec.structs.asdict(ctx.recall.slo.state())),
+        errors=ctx.errors.recent(),
+        capture=ctx.capture.status() if ctx.capture else p.CaptureInfo(enabled=False),
+    )
+
+
+def audit_tail(ctx: DaemonContext, req: p.AuditTail) -> p.AuditResult | Parked:
+    journal = ctx.registry.get(req.project).journal
+    events = journal.tail(req.n, req.after_seq)
+    if events or req.after_seq is None or req.wait_ms == 0:
+        return p.AuditResult(events=events, last_seq=journal.last_seq)
+    deadline = time.monotonic() + req.wait_ms / 1000
+    seen = journal.last_seq
+    return Parked(
+        deadline, p.AuditResult(events=[], last_seq=seen), ready=lambda: journal.last_seq > seen
+    )
+
+
+def check(ctx: DaemonContext, req: p.Check) -> p.CheckResult:
+    return ctx.registry.get(req.project).check()
+
+
+def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
+    ctx.request_stop("shutdown request")
+    return p.ShutdownResult(stopping=True)
+
+
+HANDLERS: dict[type[p.Request[Any]], Handler] = {
+    p.Hello: hello,
+    p.StatusRequest: status,
+    p.AuditTail: audit_tail,
+    p.Check: check,
+    p.Shutdown: shutdown,
+}

@@ -1,0 +1,140 @@
+"""Handlers of project memory: entries (remember, search, list, forget, pin, import, export), the
+payload (inject, budget), aliases, learning settings (auto, preset) and episodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from memctl import protocol as p
+from memoryd.server.context import DaemonContext, Handler
+
+
+def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
+    return ctx.registry.get(req.project).remember(req)
+
+
+def search(ctx: DaemonContext, req: p.Search) -> p.SearchResult:
+    return p.SearchResult(results=ctx.recall.search(ctx.registry.get(req.project), req))
+
+
+def inject(ctx: DaemonContext, req: p.Inject) -> p.InjectResult:
+    return ctx.recall.inject(ctx.registry.get(req.project), req)
+
+
+def list_entries(ctx: DaemonContext, req: p.ListEntries) -> p.ListResult:
+    project = ctx.registry.get(req.project)
+    project.flush_accesses()  # so listed access counts include the latest injections
+    entries, total = project.store.list_entries(
+        category=req.category,
+        status=req.status,
+        archived=req.archived,
+        limit=req.limit,
+        offset=req.offset,
+    )
+    return p.ListResult(entries=entries, total=total)
+
+
+def forget(ctx: DaemonContext, req: p.Forget) -> p.ForgetResult:
+    return p.ForgetResult(forgotten=ctx.registry.get(req.project).forget(req.target, req.confirm))
+
+
+def pin(ctx: DaemonContext, req: p.Pin) -> p.PinResult:
+    return ctx.registry.get(req.project).set_pinned(req.target, pinned=True)
+
+
+def unpin(ctx: DaemonContext, req: p.Unpin) -> p.PinResult:
+    return ctx.registry.get(req.project).set_pinned(req.target, pinned=False)
+
+
+def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
+    return ctx.registry.get(req.project).import_lines(req.lines, req.first_line)
+
+
+def export(ctx: DaemonContext, req: p.Export) -> p.ExportResult:
+    project = ctx.registry.get(req.project)
+    project.flush_accesses()
+    store = project.store
+    return p.ExportResult(
+        entries=[e for e in store.iter_all() if req.include_archived or not e.archived]
+    )
+
+
+def budget(ctx: DaemonContext, req: p.Budget) -> p.BudgetResult:
+    project = ctx.registry.get(req.project)
+    if req.tokens is not None:
+        project.set_budget_ceiling(req.tokens)
+    default = ctx.recall.default_ceiling
+    ceiling = project.budget_ceiling(default)
+    return p.BudgetResult(ceiling=ceiling, default=default, overridden=ceiling != default)
+
+
+def alias_add(ctx: DaemonContext, req: p.AliasAdd) -> p.Alias:
+    return ctx.registry.get(req.project).alias_add(req.term, req.synonyms)
+
+
+def alias_list(ctx: DaemonContext, req: p.AliasList) -> p.AliasListResult:
+    return p.AliasListResult(aliases=ctx.registry.get(req.project).alias_list())
+
+
+def alias_remove(ctx: DaemonContext, req: p.AliasRemove) -> p.AliasListResult:
+    project = ctx.registry.get(req.project)
+    project.alias_remove(req.term)
+    return p.AliasListResult(aliases=project.alias_list())
+
+
+def auto(ctx: DaemonContext, req: p.Auto) -> p.AutoResult:
+    project = ctx.registry.get(req.project)
+    if req.enabled is not None:
+        project.set_setting("auto_memory", req.enabled)
+    default = ctx.capture.default_preset if ctx.capture else "balanced"
+    preset = project.store.setting("preset") or default
+    return p.AutoResult(
+        enabled=project.store.setting("auto_memory") != 0,
+        preset=msgspec.convert(preset, p.PresetName),  # stored by `preset`, which validated it
+    )
+
+
+def preset(ctx: DaemonContext, req: p.Preset) -> p.AutoResult:
+    project = ctx.registry.get(req.project)
+    if req.name is not None:
+        project.set_setting("preset", req.name)
+    return auto(ctx, p.Auto(project=req.project))
+
+
+def episodes(ctx: DaemonContext, req: p.Episodes) -> p.EpisodesResult:
+    project = ctx.registry.get(req.project)
+    found = project.store.episodes(10_000 if req.query else req.limit)
+    needle = req.query.lower()
+    if needle:
+        found = [
+            e
+            for e in found
+            if needle in f"{e.title} {e.goal} {e.outcome} {' '.join(e.decisions)}".lower()
+        ]
+    return p.EpisodesResult(
+        episodes=[
+            msgspec.convert(msgspec.to_builtins(e), p.EpisodeInfo) for e in found[: req.limit]
+        ]
+    )
+
+
+HANDLERS: dict[type[p.Request[Any]], Handler] = {
+    p.Remember: remember,
+    p.Search: search,
+    p.Inject: inject,
+    p.ListEntries: list_entries,
+    p.Forget: forget,
+    p.Pin: pin,
+    p.Unpin: unpin,
+    p.Import: import_entries,
+    p.Export: export,
+    p.Budget: budget,
+    p.AliasAdd: alias_add,
+    p.AliasList: alias_list,
+    p.AliasRemove: alias_remove,
+    p.Auto: auto,
+    p.Preset: preset,
+    p.Episodes: episodes,
+}
