@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-from memctl.protocol import Entry, Status
+from memctl.protocol import ArchivedReason, Category, Entry, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import PromotionDecision, QuarantineOutcome
 
@@ -141,6 +141,63 @@ class BankFileSynced(msgspec.Struct, tag="bank_file_synced", frozen=True, kw_onl
     written: bool  # False: nothing reached the file (every change was left out)
     sha: str  # the content hash of the file as written ("" when not written)
     synced_at: float
+
+
+class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=True):
+    """An entry's decayed importance fell a step (SPEC §8) since the last compaction.
+
+    For the audit log only: decayed importance is derived from the stored ``importance`` (the
+    baseline, left unchanged) and the clock, so applying this changes no stored value."""
+
+    id: str
+    importance: float  # the stored baseline
+    decayed_from: float  # the decayed importance at the previous compaction (or the baseline)
+    decayed: float
+    days_since_access: float
+    status_multiplier: float
+    access_resistance: float
+    decayed_at: float
+
+
+class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=True):
+    """Unused longer than its category's TTL and accessed fewer times than the threshold:
+    archived as ``stale`` (SPEC §8), never deleted."""
+
+    id: str
+    category: Category
+    ttl_days: int
+    days_since_access: float
+    access_count: int
+    archived_at: float
+
+
+class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=True):
+    """Active memory passed the soft limit and this entry ranked below the ones kept: archived
+    as ``evicted`` (SPEC §8), never deleted."""
+
+    id: str
+    decayed: float  # its decayed importance, the rank key
+    cutoff: float | None  # the lowest decayed importance kept (None: none of the evictable kept)
+    active_before: int  # active entries after expiry, before eviction
+    soft_limit: int
+    target: int
+    archived_at: float
+
+
+class ArchivePurged(msgspec.Struct, tag="archive_purged", frozen=True, kw_only=True):
+    """An archived entry older than ``archive_days`` was deleted for good (SPEC §8)."""
+
+    id: str
+    archived_reason: ArchivedReason | None
+    archived_at: float  # the entry's ``updated_at``: archiving is its last write
+    days_archived: float
+    archive_days: int
+    purged_at: float
+
+
+# What compaction decides (core/compaction.py). Not yet members of ``Event``: the store has no
+# apply step for them (archive, delete) until compaction is wired into the daemon.
+CompactionEvent = EntryDecayed | EntryExpired | EntryEvicted | ArchivePurged
 
 
 Event = (

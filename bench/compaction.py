@@ -1,0 +1,130 @@
+"""Benchmark: planning a compaction (core/compaction.py) at 3,000, 30,000 and 300,000 entries.
+
+Pure core only, in this process: no daemon, store or audit log (reading the entries from SQLite
+and applying the plan are not measured here). Per size, a seeded synthetic project (all
+categories, one in 200 pinned, a quarter candidates, half accessed, a tenth archived, ages up to
+two years) is planned ``--repeats`` times a slice at a time, as the owner thread will
+(``compaction_steps``): the total time of a plan (median, p95) and the time of one slice (p95,
+the longest of all repeats), which is how long the owner thread is held at a time. Two runs:
+``first`` (no previous run: every decay a step or more below the baseline is reported) and
+``again`` (the same entries a minute later, ``since`` the first: decays reported drop to ~0;
+expiries and evictions repeat because the bench does not apply the first plan). At 300,000 the
+active count stays above 2,700 because more entries than that are protected (pinned, or accessed
+or created in the last 24 h).
+Progress on stderr, table on stdout; tables, no asserts.
+
+    /work/venv-compaction/bin/python bench/compaction.py [--sizes 3000,30000,300000]
+        [--repeats 5] [--slice-size 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import sys
+import time
+
+from memctl.protocol import Entry
+from memoryd.core.compaction import SLICE_SIZE, CompactionPlan, compaction_steps
+from memoryd.core.entries import CATEGORIES, section_of
+
+DAY = 86_400.0
+NOW = 1_750_000_000.0
+
+
+def synthetic(n: int, seed: int = 7) -> list[Entry]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        category = rng.choice(CATEGORIES)
+        age = rng.uniform(0, 730) * DAY
+        accessed = rng.random() < 0.5
+        archived = rng.random() < 0.1
+        status = "pinned" if rng.random() < 0.005 else rng.choice(("candidate", "confirmed"))
+        out.append(
+            Entry(
+                id=f"{i:032x}",
+                fingerprint=f"{i:016x}",
+                content=f"synthetic entry {i}",
+                category=category,
+                section=section_of(category),
+                importance=round(rng.uniform(0.05, 1.0), 4),
+                confidence=1.0,
+                status=status,
+                archived=archived,
+                archived_reason="evicted" if archived else None,
+                access_count=rng.randrange(1, 20) if accessed else 0,
+                last_accessed_at=NOW - rng.uniform(0, age) if accessed else None,
+                created_at=NOW - age,
+                updated_at=NOW - rng.uniform(0, age),
+            )
+        )
+    return out
+
+
+def one_run(
+    entries: list[Entry], since: float | None, slice_size: int
+) -> tuple[float, list[float], CompactionPlan]:
+    slices: list[float] = []
+    plan = None
+    steps = compaction_steps(entries, NOW, since=since, slice_size=slice_size)
+    while True:
+        t0 = time.perf_counter()
+        item = next(steps, None)
+        slices.append(time.perf_counter() - t0)
+        if item is not None:
+            plan = item
+            break
+    assert plan is not None
+    return sum(slices), slices, plan
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="3000,30000,300000")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--slice-size", type=int, default=SLICE_SIZE)
+    args = parser.parse_args()
+
+    header = (
+        f"{'entries':>8} {'run':>6} {'slices':>6} {'plan median':>12} {'plan p95':>9} "
+        f"{'slice p95':>10} {'slice max':>10}  counts"
+    )
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        print(f"building {size:,} entries", file=sys.stderr)
+        entries = synthetic(size)
+        gc.collect()
+        for label, since in (("first", None), ("again", NOW - 60)):
+            totals: list[float] = []
+            all_slices: list[float] = []
+            plan = None
+            for r in range(args.repeats):
+                print(f"  {label} run {r + 1}/{args.repeats}", file=sys.stderr)
+                total, slices, plan = one_run(entries, since, args.slice_size)
+                totals.append(total)
+                all_slices.extend(slices)
+            assert plan is not None
+            c = plan.counts
+            rows.append(
+                f"{size:>8,} {label:>6} {len(all_slices) // args.repeats:>6} "
+                f"{statistics.median(totals) * 1e3:>10.1f}ms {p95(totals) * 1e3:>7.1f}ms "
+                f"{p95(all_slices) * 1e3:>8.2f}ms {max(all_slices) * 1e3:>8.2f}ms  "
+                f"decayed={c.decayed} expired={c.expired} evicted={c.evicted} "
+                f"purged={c.purged} active={c.active} archived={c.archived}"
+            )
+    print(f"slice size {args.slice_size} entries; python {sys.version.split()[0]}")
+    print(header)
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
