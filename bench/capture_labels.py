@@ -22,6 +22,8 @@ CATEGORIES = frozenset(
 WEIGHTS = frozenset({"core", "normal"})
 JUNK_SCOPES = ("all", "payload")
 _SEPARATORS = re.compile(r"[-_\s]+")
+# One remembered item of a payload: an element of the claude format, else a line.
+_ELEMENT = re.compile(r"<(entry|finding|episode)\b[^>]*>(.*?)</\1>", re.DOTALL)
 
 
 def normalize(text: str) -> str:
@@ -96,7 +98,16 @@ def _rule(raw: object, where: str) -> Rule:
     terms = [t for g in groups for t in g] + list(raw.get("none", []))
     if not all(isinstance(t, str) and t.rstrip("*").strip() for t in terms):
         raise LabelError(f"{where}: every term must be a non-empty string")
+    if any("*" in t.rstrip("*") for t in terms):
+        raise LabelError(f"{where}: '*' may only end a term")
     return Rule(tuple(tuple(g) for g in groups), tuple(raw.get("none", [])))
+
+
+def parse_rules(raw: object, where: str = "rules") -> tuple[Rule, ...]:
+    """An item's ``rule`` list as read from TOML."""
+    if not isinstance(raw, list) or not raw:
+        raise LabelError(f"{where}: no rule")
+    return tuple(_rule(r, f"{where} rule {i}") for i, r in enumerate(raw))
 
 
 def _item(raw: dict, where: str) -> Item:
@@ -107,9 +118,7 @@ def _item(raw: dict, where: str) -> Item:
         raise LabelError(f"{where}: unknown category {raw['category']!r}")
     if raw["weight"] not in WEIGHTS:
         raise LabelError(f"{where}: weight must be one of {sorted(WEIGHTS)}")
-    if not raw["rule"]:
-        raise LabelError(f"{where}: no rule")
-    rules = tuple(_rule(r, f"{where} rule {i}") for i, r in enumerate(raw["rule"]))
+    rules = parse_rules(raw["rule"], where)
     return Item(raw["id"], raw["category"], raw["weight"], raw["statement"], rules)
 
 
@@ -151,3 +160,10 @@ def junk_kind(text: str, patterns: list[JunkPattern], *, payload: bool = False) 
     return next(
         (p.id for p in patterns if (payload or p.scope == "all") and p.regex.search(plain)), None
     )
+
+
+def payload_units(payload: str) -> list[str]:
+    """The payload's items, each matched on its own: the terms of one rule must come from one
+    remembered item, not from two unrelated lines that happen to sit in the same payload."""
+    elements = [m.group(2) for m in _ELEMENT.finditer(payload)]
+    return elements or [line for line in payload.splitlines() if line.strip()]

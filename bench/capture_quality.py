@@ -57,6 +57,7 @@ from bench.capture_labels import (
     junk_kind,
     load_all,
     load_junk,
+    payload_units,
 )
 from tests.conftest import Daemon, Env, make_env, memctl
 
@@ -69,8 +70,6 @@ PRESETS = ("balanced", "aggressive")
 # Any home folder of the machines the samples were recorded on (macOS and Linux).
 HOME_PATH = re.compile(r"(?<![\w.])(?:/Users|/home)/[A-Za-z0-9._-]+")
 ENTRY_LIMIT = 1000
-# One remembered item of a payload: an element of the claude format, else a line.
-_ELEMENT = re.compile(r"<(entry|finding|episode)\b[^>]*>(.*?)</\1>", re.DOTALL)
 
 
 def progress(message: str) -> None:
@@ -245,13 +244,6 @@ def run_preset(preset: str, sessions: list[SessionLabels], samples: Path) -> lis
 
 
 # --------------------------------------------------------------------------- scoring
-
-
-def payload_units(payload: str) -> list[str]:
-    """The payload's items, each matched on its own: terms of one label rule must come from one
-    remembered item, not from two unrelated lines that happen to sit in the same payload."""
-    elements = [m.group(2) for m in _ELEMENT.finditer(payload)]
-    return elements or [line for line in payload.splitlines() if line.strip()]
 
 
 @dataclass
