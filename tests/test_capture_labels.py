@@ -230,6 +230,8 @@ def test_payload_items_are_matched_one_by_one() -> None:
         ("[Request interrupted by user for tool use]", "interrupted.request"),
         ("The issue is likely that Next.js treats /tokenizer/ as a route.", "hedge.guess"),
         ("All tests are now passing.", "boilerplate.tests_pass"),
+        ("It looks like the old code is still being used.", "hedge.guess"),
+        ("Here's what I've added:", "boilerplate.lead_in"),
         ("Edited /w/renderer.py (1 edit)", "edit.count"),
         ("Traceback (most recent call last):", "tool_output.bare_traceback"),
         ("Found 1 error.", "tool_output.found_n"),
