@@ -23,12 +23,11 @@ from memctl.protocol import Category, Entry, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
-from memoryd.store.base import Store
+from memoryd.store.base import FINDING_PREFIX, Store
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
 SCHEMA_VERSION = 4
-FINDING_PREFIX = "f:"
 
 
 def split_ids(doc_ids: Sequence[str]) -> tuple[list[str], list[str]]:

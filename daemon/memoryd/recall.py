@@ -16,8 +16,9 @@ from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.recall import budget, conflicts, injection, retrieval
 from memoryd.core.recall.formatting import Item
 from memoryd.core.recall.slo import SloMonitor
-from memoryd.index import FINDING_PREFIX, split_ids
+from memoryd.index import split_ids
 from memoryd.project import ProjectMemory
+from memoryd.store.base import FINDING_PREFIX
 
 SESSION_FINDINGS = 20
 SUMMARY_EPISODES = 3
