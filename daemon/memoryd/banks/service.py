@@ -46,7 +46,7 @@ from memoryd.core.bank.optimise import optimise, optimise_ops
 from memoryd.core.bank.router import route
 from memoryd.core.capture.findings import truncate
 from memoryd.core.errors import Forbidden, MemorydError
-from memoryd.core.events import BankFileSynced, plan_import
+from memoryd.core.events import BankFileSynced
 from memoryd.core.redaction import redact
 from memoryd.instructions.loader import InstructionConfig, InstructionFiles
 from memoryd.project import ProjectMemory
@@ -296,16 +296,12 @@ class BankService:
             )
             for item in found
         ]
-        store = project.store
-        known = {e.fingerprint for e in candidates if store.find_fingerprint(e.fingerprint)}
-        event = plan_import(candidates, known)
-        if event.entries:
-            project.commit(event)
-        decisions = sum(1 for e in event.entries if e.category == "decision")
+        imported = project.import_entries(candidates)
+        decisions = sum(1 for e in imported if e.category == "decision")
         return p.IngestResult(
             decisions=decisions,
-            completed=len(event.entries) - decisions,
-            duplicates=len(candidates) - len(event.entries),
+            completed=len(imported) - decisions,
+            duplicates=len(candidates) - len(imported),
         )
 
     # -- sync ----------------------------------------------------------------------------------

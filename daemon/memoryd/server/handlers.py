@@ -135,11 +135,11 @@ def forget(ctx: DaemonContext, req: p.Forget) -> p.ForgetResult:
 
 
 def pin(ctx: DaemonContext, req: p.Pin) -> p.PinResult:
-    return ctx.registry.get(req.project).set_pinned(req.target, pinned=True)
+    return ctx.registry.get(req.project).pin(req.target)
 
 
 def unpin(ctx: DaemonContext, req: p.Unpin) -> p.PinResult:
-    return ctx.registry.get(req.project).set_pinned(req.target, pinned=False)
+    return ctx.registry.get(req.project).unpin(req.target)
 
 
 def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
