@@ -30,7 +30,7 @@ from typing import TypeVar
 import msgspec
 
 from memctl import protocol as p
-from memoryd.banks.cache import BankCache
+from memoryd.banks.cache import BankCache, Submit
 from memoryd.banks.files import Bank, report
 from memoryd.banks.llm import LlmProcessor, ProcessResult, process_content
 from memoryd.banks.paths import BANK_DIRNAME
@@ -127,20 +127,24 @@ class BankService:
         return p.BankReadResult(content=content, last_modified=modified)
 
     def write(
-        self,
-        cwd: str | None,
-        name: str,
-        content: str,
-        mode: str | None,
-        *,
-        merge: bool,
-        request: str = "",
+        self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
+    ) -> p.BankWriteResult:
+        """Create or replace a whole file (decisionLog.md: only keeping its existing entries)."""
+        return self._change(cwd, mode, lambda root: self.cache.write(root, name, content, request))
+
+    def update(
+        self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
+    ) -> p.BankWriteResult:
+        """Merge sections into an existing file (``memoryd.core.bank.update``)."""
+        return self._change(cwd, mode, lambda root: self.cache.update(root, name, content, request))
+
+    def _change(
+        self, cwd: str | None, mode: str | None, submit: Callable[[Path], Submit]
     ) -> p.BankWriteResult:
         # The configured modes decide; the Bank's own check would add "ask" whatever they say.
         self._check_writable(mode)
         project = self._registry.get(cwd)
-        change = self.cache.update if merge else self.cache.write
-        submitted = change(project.root, name, content, request)
+        submitted = submit(project.root)
         ingested = self._after_write(project, [submitted.name])
         return p.BankWriteResult(
             success=True, path=str(submitted.path), ingested=ingested, sync=submitted.sync
