@@ -107,9 +107,11 @@ def pipeline(agent: Agent, path: Path, every: int) -> int:
     """The daemon's capture of one changed file, minus the commit (journal + SQLite, not
     measured); returns the findings recorded."""
     found: list[SessionFinding] = []
-    store = SimpleNamespace(setting=lambda key: None, findings=lambda session: [])  # auto-memory on
     project = SimpleNamespace(
-        root=path.parent, store=store, commit=lambda event: found.extend(event.findings)
+        root=path.parent,
+        auto_memory_enabled=lambda: True,
+        session_findings=lambda session: [],
+        commit=lambda event: found.extend(event.findings),
     )
     # The service finds projects by root through the registry: one that always has this one.
     registry = SimpleNamespace(get=lambda cwd: project)

@@ -160,8 +160,29 @@ def test_write_error_keeps_changes_retries_and_reports_once(rig: Rig) -> None:
     assert rig.cache.pending() == 0 and rig.disk("decisionLog.md").count(DECISION) == 1
 
 
+def test_final_sync_leaves_out_files_whose_write_failed(rig: Rig) -> None:
+    """At shutdown a failing file is not tried again (it stays journaled for the next start);
+    the others still go to the writer."""
+    rig.cache.update(rig.root, "decisionLog.md", DECISION)
+    [job] = rig.jobs if rig.cache.sync() else []
+    rig.jobs.clear()
+    rig.cache.flushed(
+        FlushResult(root=job.root, name=job.name, upto=job.upto, error="EIO", retry=True)
+    )
+    rig.cache.update(rig.root, "activeContext.md", "## Current Focus\n\nShutdown.\n")
+    assert rig.cache.sync_except_failed() == 1
+    assert [j.name for j in rig.jobs] == ["activeContext.md"]
+    rig.run_jobs()
+    assert rig.cache.sync_except_failed() == 0 and rig.cache.pending() == 1
+    assert rig.cache.sync() == 1  # the ordinary sync tries the failed file again
+    rig.run_jobs()
+    assert rig.cache.pending() == 0 and rig.disk("decisionLog.md").count(DECISION) == 1
+
+
 def test_change_refused_when_accepted_is_never_journaled(rig: Rig) -> None:
-    Bank(rig.root).update("decisionLog.md", DECISION)
+    rig.cache.update(rig.root, "decisionLog.md", DECISION)
+    rig.cache.sync()
+    rig.run_jobs()  # the decision is on disk, and settled
     with pytest.raises(Exception, match="append-only"):
         rig.cache.write(rig.root, "decisionLog.md", "# Decision Log\n")
     with pytest.raises(Exception, match="does not exist"):

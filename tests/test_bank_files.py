@@ -1,24 +1,38 @@
 """Memory banks on disk (SPEC §10; seed 000 §7–§12): the behavioural tests of seed 000 §11 against
 real directories, path security (every refusal leaves the disk exactly as it was), custom rules,
-the codebase scan and bank discovery."""
+the codebase scan and bank discovery.
+
+Changes go the daemon's one way (``Writes``): the bank service and its cache journal them, and
+the writer puts them on disk, as the periodic sync does; the tests read the disk."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from datetime import date
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memctl import protocol as p
+from memoryd.background import BackgroundErrors
+from memoryd.banks.cache import BankCache
 from memoryd.banks.files import Bank
+from memoryd.banks.journal import BankJournal
 from memoryd.banks.paths import bank_dir_for, real_bank_dir, resolve
 from memoryd.banks.scan import find_banks, scan_codebase
+from memoryd.banks.service import BankService
+from memoryd.banks.writer import FlushJob, flush_file
+from memoryd.config import StorageSettings
 from memoryd.core.bank import model as bank
 from memoryd.core.bank.model import completed_items, find_section, parse_decisions
+from memoryd.core.bank.ops import Complete
 from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, TooLarge
+from memoryd.instructions.loader import InstructionConfig
+from memoryd.registry import ProjectRegistry
 
 BRIEF = "A REST API for managing todo items"
 PYPROJECT = """[project]
@@ -47,6 +61,79 @@ def outside(tmp_path: Path) -> Path:
     directory.mkdir()
     (directory / "secret.md").write_text("# Secret\n\nnot yours\n")
     return directory
+
+
+TODAY = date(2025, 6, 30)
+
+
+@dataclass
+class Writes:
+    """Changes to the bank of ``root`` made as the daemon makes them: checked and journaled by
+    the bank service and its cache, then put on disk by the writer's flush (what the periodic
+    sync does), so each call returns with the disk up to date."""
+
+    service: BankService
+    root: Path
+    jobs: list[FlushJob] = field(default_factory=list)
+
+    def _on_disk(self) -> None:
+        self.service.cache.sync()
+        results = [flush_file(job) for job in self.jobs]
+        self.jobs.clear()
+        self.service.written(results)
+
+    def write(self, name: str, content: str, mode: str | None = None) -> p.BankWriteResult:
+        result = self.service.write(str(self.root), name, content, mode)
+        self._on_disk()
+        return result
+
+    def update(self, name: str, content: str, mode: str | None = None) -> p.BankWriteResult:
+        result = self.service.update(str(self.root), name, content, mode)
+        self._on_disk()
+        return result
+
+    def complete(self, item: str, when: date) -> None:
+        self.service.cache.apply(self.root, bank.PROGRESS, Complete(item, when))
+        self._on_disk()
+
+    def optimise(self, mode: str | None = None) -> p.BankOptimiseResult:
+        result = self.service.optimise(str(self.root), apply=True, mode=mode)
+        self._on_disk()
+        return result
+
+    def complete_by_text(self, text: str, mode: str | None) -> p.BankProcessResult:
+        result = self.service.process(str(self.root), text, apply=True, mode=mode)
+        self._on_disk()
+        return result
+
+
+@pytest.fixture
+def changes(tmp_path: Path) -> Iterator[Callable[[Path], Writes]]:
+    """``changes(root)``: the daemon's write path to that project's bank (its state kept apart
+    from every folder the tests snapshot)."""
+    state = tmp_path / "daemon-state"
+    state.mkdir()
+    errors = BackgroundErrors()
+    registry = ProjectRegistry(state / "data", StorageSettings(), errors)
+    journal = BankJournal(state / "bank-journal.jsonl")
+    made: list[Writes] = []
+
+    def open_writes(root: Path) -> Writes:
+        jobs: list[FlushJob] = []
+        cache = BankCache(journal, jobs.append, errors, conflicts_dir=state / "conflicts")
+        noon = datetime(TODAY.year, TODAY.month, TODAY.day, 12).timestamp()
+        service = BankService(
+            registry,
+            InstructionConfig.from_environ({"HOME": str(state)}),
+            cache,
+            clock=lambda: noon,
+        )
+        made.append(Writes(service, root, jobs))
+        return made[-1]
+
+    yield open_writes
+    registry.close()
+    journal.close()
 
 
 def snapshot(*roots: Path) -> dict[str, bytes | str]:
@@ -151,52 +238,52 @@ def test_an_empty_bank_offers_initialisation(project: Path) -> None:
 # -- seed 000 §11.3: writing --------------------------------------------------------------
 
 
-def test_writing_active_context_replaces_the_old_content(project: Path) -> None:
-    bank_ = Bank(project)
+def test_writing_active_context_replaces_the_old_content(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
     new = "# Active Context\n\n## Current Focus\n\nWiring the bank core.\n"
-    bank_.write("activeContext.md", new, mode="code")
+    writes.write("activeContext.md", new, mode="code")
     assert bank_.read("activeContext.md")[0] == new
-    bank_.update("activeContext.md", "## Current Focus\n\nTesting it.\n")
+    writes.update("activeContext.md", "## Current Focus\n\nTesting it.\n")
     text = bank_.read("activeContext.md")[0]
     assert "Testing it." in text and "Wiring the bank core." not in text
 
 
-def test_a_new_decision_is_appended_after_the_existing_ones(project: Path) -> None:
-    bank_ = Bank(project)
+def test_a_new_decision_is_appended_after_the_existing_ones(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
     entries = "\n".join(
         f"## Decision: {t}\n- **Date**: 2025-01-0{n}\n- **Status**: Accepted\n- **Context**: {t}\n"
         for n, t in enumerate(("Use SQLite", "Use msgspec"), start=1)
     )
-    bank_.update("decisionLog.md", entries)
-    bank_.update("decisionLog.md", "## Decision: Use tantivy\n- **Status**: Accepted\n")
+    writes.update("decisionLog.md", entries)
+    writes.update("decisionLog.md", "## Decision: Use tantivy\n- **Status**: Accepted\n")
     decisions = parse_decisions(bank_.read("decisionLog.md")[0])
     assert [d.title for d in decisions] == ["Use SQLite", "Use msgspec", "Use tantivy"]
 
 
-def test_completing_a_progress_item_checks_and_dates_it(project: Path) -> None:
-    bank_ = Bank(project)
+def test_completing_a_progress_item_checks_and_dates_it(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
-    bank_.update("progress.md", "## In Progress\n\n- [ ] Feature X\n- [ ] Feature Y\n")
-    bank_.complete("Feature X", date(2025, 6, 30))
+    writes.update("progress.md", "## In Progress\n\n- [ ] Feature X\n- [ ] Feature Y\n")
+    writes.complete("Feature X", date(2025, 6, 30))
     text = bank_.read("progress.md")[0]
     assert completed_items(text) == ["Feature X — 2025-06-30"]
     in_progress = find_section(text, "In Progress")
     assert in_progress and in_progress.body(text).strip() == "- [ ] Feature Y"
 
 
-def test_a_full_session_lifecycle(project: Path) -> None:
-    bank_ = Bank(project)
+def test_a_full_session_lifecycle(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     assert Bank(project).validate().empty
     bank_.init(BRIEF)
     start = bank_.activate("architect")  # session start: everything, in order
     assert list(start.content) == list(bank.READ_ORDER)
-    bank_.update("progress.md", "## In Progress\n\n- [ ] Build the endpoints\n", mode="code")
-    bank_.update("activeContext.md", "## Recent Changes\n\n- 2025-06-30: endpoints started\n")
-    bank_.update("decisionLog.md", "## Decision: REST over GraphQL\n- **Date**: 2025-06-30\n")
-    bank_.complete("Build the endpoints", date(2025, 6, 30), mode="code")
-    bank_.update("activeContext.md", "## Current Focus\n\nPagination.\n", mode="debug")
+    writes.update("progress.md", "## In Progress\n\n- [ ] Build the endpoints\n", mode="code")
+    writes.update("activeContext.md", "## Recent Changes\n\n- 2025-06-30: endpoints started\n")
+    writes.update("decisionLog.md", "## Decision: REST over GraphQL\n- **Date**: 2025-06-30\n")
+    writes.complete("Build the endpoints", date(2025, 6, 30))
+    writes.update("activeContext.md", "## Current Focus\n\nPagination.\n", mode="debug")
     report = bank_.validate()
     assert report.valid and report.problems == []
     end = bank_.activate("code").content
@@ -209,31 +296,31 @@ def test_a_full_session_lifecycle(project: Path) -> None:
     assert names == list(bank.READ_ORDER)
 
 
-def test_list_files_shows_bank_files_only(project: Path) -> None:
+def test_list_files_shows_bank_files_only(project: Path, changes) -> None:
     bank_ = Bank(project)
     bank_.init()
     directory = project / "memory-bank"
     (directory / "script.sh").write_text("echo")
     (directory / ".hidden.md").write_text("# h")
-    bank_.write("archive/old.md", "# Old\n")
+    changes(project).write("archive/old.md", "# Old\n")
     listed = {f.name: f for f in bank_.list_files()}
     assert set(listed) == {*bank.FILES, "archive/old.md"}
     assert listed["archive/old.md"].size == len("# Old\n")
 
 
-def test_optimising_archives_completed_work_and_keeps_decisions(project: Path) -> None:
-    bank_ = Bank(project)
+def test_optimising_archives_completed_work_and_keeps_decisions(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
     items = "\n".join(
         f"- [x] Task {n:03} with a fairly long description — 2025-01-01" for n in range(500)
     )
-    bank_.write(
+    writes.write(
         "progress.md", f"# Progress\n\n## Completed\n\n{items}\n\n## In Progress\n\n- [ ] open\n"
     )
     decisions = "".join(f"## Decision: D{n}\n- **Status**: Accepted\n\n" for n in range(20))
-    bank_.update("decisionLog.md", decisions)
+    writes.update("decisionLog.md", decisions)
     log_before = (project / "memory-bank" / "decisionLog.md").read_bytes()
-    plan = bank_.optimise(date(2025, 6, 30))
+    plan = writes.optimise()  # on TODAY
     assert plan.tokens_before > 5000 >= plan.tokens_after >= 4000
     assert bank.bank_tokens(bank_.contents()[0]) == plan.tokens_after
     archive = bank_.read("archive/progress.md")[0]
@@ -241,7 +328,7 @@ def test_optimising_archives_completed_work_and_keeps_decisions(project: Path) -
     kept = completed_items(bank_.read("progress.md")[0])
     assert len(kept) + archive.count("- [x] ") == 500
     assert (project / "memory-bank" / "decisionLog.md").read_bytes() == log_before
-    assert bank_.optimise(date(2025, 6, 30)).archived == {}  # in band: nothing more to do
+    assert writes.optimise().archived == []  # in band: nothing more to do
 
 
 # -- custom instructions ------------------------------------------------------------------
@@ -354,31 +441,32 @@ def test_find_banks_is_bounded_and_skips_build_directories(tmp_path: Path, outsi
     ],
 )
 def test_bad_names_are_refused_and_nothing_is_written(
-    project: Path, outside: Path, name: str, why: str
+    project: Path, outside: Path, name: str, why: str, changes
 ) -> None:
-    bank_ = Bank(project)
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
     assert why in refused(lambda: bank_.read(name), project, outside)
-    assert why in refused(lambda: bank_.write(name, "# X\n"), project, outside)
-    assert why in refused(lambda: bank_.update(name, "## X\n"), project, outside)
+    assert why in refused(lambda: writes.write(name, "# X\n"), project, outside)
+    assert why in refused(lambda: writes.update(name, "## X\n"), project, outside)
 
 
-def test_another_projects_bank_is_out_of_reach(tmp_path: Path) -> None:
+def test_another_projects_bank_is_out_of_reach(tmp_path: Path, changes) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):
         root.mkdir()
         Bank(root).init()
     refused(lambda: Bank(a).read("../../b/memory-bank/progress.md"), a, b)
-    refused(lambda: Bank(a).write(str(b / "memory-bank" / "progress.md"), "# P\n"), a, b)
+    writes = changes(a)
+    refused(lambda: writes.write(str(b / "memory-bank" / "progress.md"), "# P\n"), a, b)
 
 
-def test_a_symlink_inside_the_bank_cannot_lead_out(project: Path, outside: Path) -> None:
-    bank_ = Bank(project)
+def test_a_symlink_inside_the_bank_cannot_lead_out(project: Path, outside: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
     (project / "memory-bank" / "escape.md").symlink_to(outside / "secret.md")
     assert "symlink" in refused(lambda: bank_.read("escape.md"), project, outside)
-    refused(lambda: bank_.write("escape.md", "# Pwned\n"), project, outside)
-    refused(lambda: bank_.update("escape.md", "## Pwned\n"), project, outside)
+    refused(lambda: writes.write("escape.md", "# Pwned\n"), project, outside)
+    refused(lambda: writes.update("escape.md", "## Pwned\n"), project, outside)
     assert "escape.md" not in [f.name for f in bank_.list_files()]
     report = bank_.validate()
     assert not report.valid and ("escape.md", "unreadable") in [
@@ -387,12 +475,12 @@ def test_a_symlink_inside_the_bank_cannot_lead_out(project: Path, outside: Path)
     assert "escape.md" not in bank_.activate(None).content
 
 
-def test_a_symlinked_parent_cannot_lead_out(project: Path, outside: Path) -> None:
-    bank_ = Bank(project)
+def test_a_symlinked_parent_cannot_lead_out(project: Path, outside: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
     (project / "memory-bank" / "archive").symlink_to(outside)
     refused(lambda: bank_.read("archive/secret.md"), project, outside)
-    refused(lambda: bank_.write("archive/new.md", "# New\n"), project, outside)
+    refused(lambda: writes.write("archive/new.md", "# New\n"), project, outside)
 
 
 def test_a_bank_directory_linked_outside_the_project_is_refused(
@@ -416,46 +504,46 @@ def test_an_internal_symlink_to_a_bank_file_is_allowed(project: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["ask", "Ask"])
-def test_read_only_mode_refuses_every_write(project: Path, mode: str) -> None:
-    bank_ = Bank(project)
+def test_read_only_mode_refuses_every_write(project: Path, mode: str, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
-    message = refused(lambda: bank_.write("notes.md", "# N\n", mode=mode), project)
+    message = refused(lambda: writes.write("notes.md", "# N\n", mode=mode), project)
     assert "read-only" in message
-    refused(lambda: bank_.update("progress.md", "## Upcoming\n\n- x\n", mode=mode), project)
-    refused(lambda: bank_.complete("x", date(2025, 1, 1), mode=mode), project)
-    refused(lambda: bank_.optimise(date(2025, 1, 1), mode=mode), project)
+    refused(lambda: writes.update("progress.md", "## Upcoming\n\n- x\n", mode=mode), project)
+    refused(lambda: writes.complete_by_text("Completed: x", mode=mode), project)
+    refused(lambda: writes.optimise(mode=mode), project)
     assert bank_.read("progress.md")[0]  # reading is what ask mode is for
 
 
-def test_rewriting_the_decision_log_without_an_entry_is_refused(project: Path) -> None:
-    bank_ = Bank(project)
+def test_rewriting_the_decision_log_without_an_entry_is_refused(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
-    bank_.update("decisionLog.md", "## Decision: A\n- **Status**: Accepted\n\n## Decision: B\n")
+    writes.update("decisionLog.md", "## Decision: A\n- **Status**: Accepted\n\n## Decision: B\n")
     message = refused(
-        lambda: bank_.write("decisionLog.md", "# Decision Log\n\n## Decision: B\n"), project
+        lambda: writes.write("decisionLog.md", "# Decision Log\n\n## Decision: B\n"), project
     )
     assert "append-only" in message and "'A'" in message
     text = bank_.read("decisionLog.md")[0]
-    refused(lambda: bank_.write("decisionLog.md", text.replace("Accepted", "Rejected")), project)
-    bank_.write("decisionLog.md", text.replace("Accepted", "Superseded by B"))
+    refused(lambda: writes.write("decisionLog.md", text.replace("Accepted", "Rejected")), project)
+    writes.write("decisionLog.md", text.replace("Accepted", "Superseded by B"))
     assert parse_decisions(bank_.read("decisionLog.md")[0])[0].status == "Superseded by B"
 
 
-def test_special_files_and_oversized_content_are_refused(project: Path) -> None:
-    bank_ = Bank(project)
+def test_special_files_and_oversized_content_are_refused(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
     os.mkfifo(project / "memory-bank" / "pipe.md")
     refused(lambda: bank_.read("pipe.md"), project, error=BadRequest)  # and no hang
-    refused(lambda: bank_.write("big.md", "x" * 600_000), project, error=TooLarge)
+    refused(lambda: writes.write("big.md", "x" * 600_000), project, error=TooLarge)
 
 
-def test_an_alias_of_the_decision_log_is_still_append_only(project: Path) -> None:
-    bank_ = Bank(project)
+def test_an_alias_of_the_decision_log_is_still_append_only(project: Path, changes) -> None:
+    bank_, writes = Bank(project), changes(project)
     bank_.init()
-    bank_.update("decisionLog.md", "## Decision: A\n- **Status**: Accepted\n")
+    writes.update("decisionLog.md", "## Decision: A\n- **Status**: Accepted\n")
     (project / "memory-bank" / "log.md").symlink_to("decisionLog.md")
-    refused(lambda: bank_.write("log.md", "# Decision Log\n"), project)
-    bank_.update("log.md", "## Decision: B\n")
+    refused(lambda: writes.write("log.md", "# Decision Log\n"), project)
+    writes.update("log.md", "## Decision: B\n")
     decisions = parse_decisions(bank_.read("decisionLog.md")[0])
     assert [d.title for d in decisions] == ["A", "B"]
 

@@ -295,7 +295,7 @@ def indexed(tmp_path: Path):
 
 def _top(index: SearchIndex, store, query: str, files=(), k: int = 3) -> list[str]:
     terms = retrieval.expand(retrieval.keywords(query), retrieval.DEFAULT_ALIASES, 0.6)
-    hits = index.retrieve(terms, archived=False, active_files=files, config=CFG, scan=500)
+    hits = index.retrieve(terms, scope="active", active_files=files, config=CFG, scan=500)
     ranked = retrieval.rank(query, hits.candidates, now=NOW, config=CFG, limit=k)
     found = store.get_many(hits.ids([s.candidate.ref for s in ranked]))
     return [found[i].content.split()[0] for i in hits.ids([s.candidate.ref for s in ranked])]
@@ -321,7 +321,7 @@ def test_fuzzy_and_prefix_matching(indexed) -> None:
 
 def _first(index: SearchIndex, store, query: str, files=()) -> str:
     terms = retrieval.expand(retrieval.keywords(query), retrieval.DEFAULT_ALIASES, 0.6)
-    hits = index.retrieve(terms, archived=False, active_files=files, config=CFG, scan=500)
+    hits = index.retrieve(terms, scope="active", active_files=files, config=CFG, scan=500)
     ranked = retrieval.rank(query, hits.candidates, now=NOW, config=CFG)
     return store.get(hits.ids([ranked[0].candidate.ref])[0]).content
 

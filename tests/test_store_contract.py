@@ -1,40 +1,76 @@
-"""The storage contract (``memoryd.store.base.Store``). Every implementation runs this suite."""
+"""The storage contract (``memoryd.store.base.Store``). Every implementation runs this suite:
+each test taking ``store`` runs once per backend (SQLite in a temporary folder, and in memory).
+The tests at the end, about files and migrations, are SQLite's own."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from memctl.protocol import Source
-from memoryd.core.entries import new_entry
+from memoryd.core.capture.findings import SessionFinding, finding_id
+from memoryd.core.capture.promotion import QuarantineOutcome
+from memoryd.core.entries import fingerprint, new_entry
 from memoryd.core.events import (
+    AliasRemoved,
+    AliasSet,
+    BankFileSynced,
+    ConflictDetected,
+    EntriesAccessed,
     EntriesForgotten,
     EntriesImported,
     EntryAdded,
     EntryReinforced,
     EntryStatusChanged,
+    Episode,
+    FindingsRecorded,
+    QuarantineReviewed,
+    SessionFinalized,
+    SessionInfo,
+    SettingChanged,
 )
-from memoryd.store.base import StoreCorrupt
+from memoryd.store.base import SessionRecord, Store, StoreConflict, StoreCorrupt
+from memoryd.store.memory import MemoryStore
 from memoryd.store.migrations import SCHEMA_VERSION, SchemaTooNew
 from memoryd.store.sqlite import SqliteStore
 
 
-@pytest.fixture(params=["sqlite"])
-def store(request, tmp_path: Path):
-    s = SqliteStore(tmp_path / "memory.db")
+@dataclass(frozen=True)
+class Backend:
+    open: Callable[[Path], Store]  # a new store (SQLite: in this folder)
+    open_backup: Callable[[Path], Store]  # what ``backup`` wrote
+
+
+BACKENDS = {
+    "sqlite": Backend(lambda d: SqliteStore(d / "memory.db"), SqliteStore),
+    "memory": Backend(lambda d: MemoryStore(), MemoryStore.open_backup),
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return BACKENDS[request.param]
+
+
+@pytest.fixture
+def store(backend: Backend, tmp_path: Path) -> Iterator[Store]:
+    s = backend.open(tmp_path)
     yield s
     s.close()
 
 
-def _e(i: int, content: str | None = None, **kw):
+def _e(i: int, content: str | None = None, *, status="confirmed", now_override=None, **kw):
     return new_entry(
         entry_id=f"{i:032x}",
         content=content or f"entry number {i}",
         category="decision",
-        status="confirmed",
-        now=float(i),
+        status=status,
+        now=float(i) if now_override is None else now_override,
         source=Source(kind="user"),
         **kw,
     )
@@ -103,18 +139,377 @@ def test_change_sequence(store) -> None:
 
 def test_unique_active_fingerprint(store) -> None:
     store.apply(EntryAdded(_e(1, "same text")), 1)
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreConflict):
         store.apply(EntryAdded(_e(2, "Same  text")), 2)
     assert store.applied_audit_seq() == 1  # the failed transaction left nothing behind
+    assert store.get(_e(2).id) is None and store.change_seq() == 1
 
 
-def test_backup_is_consistent(store, tmp_path: Path) -> None:
+def test_backup_is_consistent(store, backend: Backend, tmp_path: Path) -> None:
     store.apply(EntryAdded(_e(1)), 7)
     assert store.backup(tmp_path / "copy.db") == 7
-    copy = SqliteStore(tmp_path / "copy.db")
+    copy = backend.open_backup(tmp_path / "copy.db")
     assert copy.get(_e(1).id) == _e(1) and copy.applied_audit_seq() == 7
     assert copy.integrity() == "ok"
     copy.close()
+
+
+def test_conflicting_events_are_refused_whole(store) -> None:
+    store.apply(EntryAdded(_e(1)), 1)
+    with pytest.raises(StoreConflict):
+        store.apply(EntryAdded(_e(1)), 2)  # the id exists
+    with pytest.raises(StoreConflict):  # the third clashes with the first: none is imported
+        store.apply(EntriesImported((_e(2), _e(3), _e(4, "entry number 2"))), 2)
+    assert store.get_many([_e(2).id, _e(3).id]) == {} and store.applied_audit_seq() == 1
+    assert store.change_seq() == 1 and store.changed_since(0) == ([_e(1).id], 1)
+
+
+def test_changes_to_unknown_ids_change_nothing_but_are_logged(store) -> None:
+    assert store.apply(EntryStatusChanged(id="nope", status="pinned", updated_at=1.0), 1) == [
+        "nope"
+    ]
+    assert store.get("nope") is None and store.changed_since(0) == (["nope"], 1)
+
+
+def test_change_log_dedups_in_first_change_order(store) -> None:
+    store.apply(EntriesImported((_e(1), _e(2))), 1)
+    store.apply(EntryStatusChanged(id=_e(2).id, status="pinned", updated_at=9.0), 2)
+    store.apply(EntryStatusChanged(id=_e(1).id, status="pinned", updated_at=9.0), 3)
+    store.apply(AliasSet("db", ("database",)), 4)  # not an entry: no change recorded
+    ids, seq = store.changed_since(0)
+    assert ids == [_e(1).id, _e(2).id] and seq == store.change_seq() == 4
+    assert store.changed_since(seq) == ([], seq)
+    assert store.changed_since(seq + 5) == ([], seq + 5)  # a reader ahead is not moved back
+    store.prune_changes(2)
+    assert store.changed_since(0) == ([_e(2).id, _e(1).id], 4)  # seqs 3 and 4 are kept
+
+
+def test_pinned_and_their_fingerprints(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(1, 5))), 1)
+    store.apply(EntryStatusChanged(id=_e(1).id, status="pinned", updated_at=30.0), 2)
+    store.apply(EntryStatusChanged(id=_e(3).id, status="pinned", updated_at=40.0), 3)
+    assert [e.id for e in store.pinned(10)] == [_e(3).id, _e(1).id]
+    assert [e.id for e in store.pinned(1)] == [_e(3).id]
+    assert store.pinned_fingerprints() == {_e(1).fingerprint, _e(3).fingerprint}
+    counts = store.counts()
+    assert (counts.pinned, counts.confirmed, counts.candidate) == (2, 2, 0)
+
+
+def test_ties_are_broken_by_id(store) -> None:
+    same_time = tuple(_e(i, now_override=5.0) for i in (3, 1, 2))
+    store.apply(EntriesImported(same_time), 1)
+    page, total = store.list_entries(category=None, status=None, archived=False, limit=9, offset=0)
+    assert [e.id for e in page] == [_e(1).id, _e(2).id, _e(3).id] and total == 3
+    assert [e.id for e in store.find_keyword("entry", 9)] == [_e(1).id, _e(2).id, _e(3).id]
+    assert [e.id for e in store.find_keyword("entry", 2)] == [_e(1).id, _e(2).id]
+
+
+def test_lookups_fold_ascii_case_only(store) -> None:
+    store.apply(EntriesImported((_e(1, "Ärger with CACHE"), _e(0xAB, "ärger elsewhere"))), 1)
+    assert [e.id for e in store.find_keyword("cache", 9)] == [_e(1).id]
+    assert [e.id for e in store.find_keyword("ärger", 9)] == [_e(0xAB).id]  # as SQLite's LIKE
+    assert [e.id for e in store.find_id_prefix(_e(0xAB).id.upper())] == [_e(0xAB).id]
+    assert store.find_id_prefix("f") == []
+
+
+def test_find_id_prefix_gives_at_most_ten_in_id_order(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(12, 0, -1))), 1)
+    assert [e.id for e in store.find_id_prefix("000")] == [_e(i).id for i in range(1, 11)]
+
+
+def test_candidates_by_age(store) -> None:
+    store.apply(
+        EntriesImported(
+            (
+                _e(3, status="candidate"),
+                _e(1, status="candidate"),
+                _e(2),  # confirmed: not a candidate
+                _e(9, status="candidate"),  # too young
+            )
+        ),
+        1,
+    )
+    assert [e.id for e in store.candidates_created_before(5.0)] == [_e(1).id, _e(3).id]
+
+
+def test_quarantine_review_changes_candidates_only(store) -> None:
+    store.apply(EntriesImported((_e(1, status="candidate"), _e(2))), 1)
+    outcomes = tuple(
+        QuarantineOutcome(
+            entry_id=e.id, action="confirmed", status="confirmed", importance=0.9, updated_at=70.0
+        )
+        for e in (_e(1), _e(2))
+    )
+    assert store.apply(QuarantineReviewed(outcomes), 2) == [_e(1).id, _e(2).id]
+    one, two = store.get(_e(1).id), store.get(_e(2).id)
+    assert (one.status, one.importance, one.updated_at) == ("confirmed", 0.9, 70.0)
+    assert two == _e(2)  # was confirmed already: untouched
+
+
+def test_accesses_are_absolute(store) -> None:
+    store.apply(EntriesImported((_e(1), _e(2))), 1)
+    event = EntriesAccessed(((_e(1).id, 3, 50.0), (_e(2).id, 1, 51.0), ("gone", 9, 52.0)))
+    assert store.apply(event, 2) == [_e(1).id, _e(2).id, "gone"]
+    store.apply(event, 2)  # replayed: nothing moves
+    assert (store.get(_e(1).id).access_count, store.get(_e(1).id).last_accessed_at) == (3, 50.0)
+    assert store.get(_e(2).id).access_count == 1
+
+
+def test_forgetting_is_remembered_until_remembered_again(store) -> None:
+    store.apply(EntriesImported((_e(1), _e(2))), 1)
+    store.apply(ConflictDetected(_e(1).id, _e(2).id, "contradictory", 5.0), 2)
+    assert store.active_conflicts([_e(2).id]) == [(_e(1).id, _e(2).id)]
+    store.apply(EntriesForgotten((_e(1).id,)), 3)
+    assert store.is_forgotten(_e(1).fingerprint) and not store.is_forgotten(_e(2).fingerprint)
+    assert store.active_conflicts([_e(2).id]) == []  # a forgotten entry's conflicts go with it
+    assert store.find_fingerprint(_e(1).fingerprint) is None
+    store.apply(EntriesImported((_e(11, "entry number 1"),)), 4)
+    assert store.is_forgotten(_e(1).fingerprint)  # an import does not lift a forget...
+    store.apply(EntriesForgotten((_e(11).id,)), 5)
+    store.apply(EntryAdded(_e(12, "entry number 1")), 6)
+    assert not store.is_forgotten(_e(1).fingerprint)  # ...remembering it by hand does
+
+
+def test_conflicts(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(1, 5))), 1)
+    assert store.apply(ConflictDetected(_e(3).id, _e(4).id, "contradictory", 9.0), 2) == []
+    store.apply(ConflictDetected(_e(1).id, _e(2).id, "contradictory", 5.0), 3)
+    store.apply(ConflictDetected(_e(1).id, _e(2).id, "superseded", 6.0), 4)  # known pair: kept
+    pairs = store.active_conflicts([_e(2).id, _e(4).id])
+    assert pairs == [(_e(1).id, _e(2).id), (_e(3).id, _e(4).id)]  # in detection order
+    assert store.active_conflicts([]) == [] and store.active_conflicts(["other"]) == []
+
+
+def test_aliases(store) -> None:
+    assert store.aliases() == {}
+    store.apply(AliasSet("db", ("database", "sqlite")), 1)
+    store.apply(AliasSet("auth", ()), 2)  # switches a default off
+    store.apply(AliasSet("db", ("postgres",)), 3)
+    assert store.aliases() == {"db": ("postgres",), "auth": ()}
+    store.apply(AliasRemoved("db"), 4)
+    store.apply(AliasRemoved("never-set"), 5)
+    assert store.aliases() == {"auth": ()}
+
+
+def test_settings(store) -> None:
+    assert store.setting("auto_memory") is None
+    store.apply(SettingChanged("auto_memory", False), 1)
+    store.apply(SettingChanged("preset", "aggressive"), 2)
+    store.apply(SettingChanged("budget_ceiling", 1200), 3)
+    assert store.setting("auto_memory") == 0 and store.setting("auto_memory") is not None
+    assert (store.setting("preset"), store.setting("budget_ceiling")) == ("aggressive", 1200)
+    store.apply(SettingChanged("auto_memory", True), 4)
+    store.apply(SettingChanged("budget_ceiling", None), 5)
+    assert (store.setting("auto_memory"), store.setting("budget_ceiling")) == (1, None)
+
+
+def test_bank_sync_records_nothing_in_memory(store) -> None:
+    event = BankFileSynced(
+        file="memory-bank/progress.md", applied=("update",), written=True, sha="x", synced_at=1.0
+    )
+    assert store.apply(event, 1) == []
+    assert store.applied_audit_seq() == 1 and store.change_seq() == 0
+
+
+# ---------------------------------------------------------------------- session memory
+
+
+def _info(session: str, offset: int = 0, agent: str = "claude", **kw) -> SessionInfo:
+    return SessionInfo(
+        id=session,
+        agent=agent,
+        transcript_path=f"/t/{session}.jsonl",
+        transcript_inode=7,
+        transcript_offset=offset,
+        created_at=kw.pop("created_at", 1.0),
+        **kw,
+    )
+
+
+def _f(session: str, content: str, offset: int, importance: float = 0.5, **kw) -> SessionFinding:
+    fp = fingerprint(content)
+    return SessionFinding(
+        id=finding_id(session, fp),
+        fingerprint=fp,
+        content=content,
+        category="discovery",
+        importance=importance,
+        confidence=0.8,
+        rule_id="rule",
+        agent=kw.pop("agent", "claude"),
+        session_id=session,
+        offset=offset,
+        **kw,
+    )
+
+
+def _episode(session: str, ended_at: float | None, eid: str | None = None) -> Episode:
+    return Episode(
+        id=eid or f"ep-{session}",
+        session_id=session,
+        agent="claude",
+        title=f"work of {session}",
+        goal="",
+        decisions=(),
+        outcome="done",
+        files=(),
+        turns=2,
+        tool_calls=1,
+        errors=0,
+        started_at=0.0,
+        ended_at=ended_at,
+    )
+
+
+def test_findings_are_recorded_with_their_session(store) -> None:
+    a1, a2 = _f("s1", "uses tantivy", 20, 0.4), _f("s1", "tests are slow", 10, 0.9)
+    ids = store.apply(FindingsRecorded(_info("s1", offset=30), (a1, a2)), 1)
+    assert ids == ["f:" + a1.id, "f:" + a2.id]
+    assert store.changed_since(0)[0] == ids  # findings share the change log, prefixed
+    assert store.findings("s1") == [a2, a1]  # transcript order
+    assert store.get_findings([a1.id, "missing"]) == {a1.id: a1}
+    assert list(store.iter_findings()) == sorted([a1, a2], key=lambda f: f.id)
+    assert (store.session_count(), store.finding_count()) == (1, 2)
+    assert store.session("s1") == SessionRecord(
+        id="s1",
+        agent="claude",
+        parent_session_id=None,
+        transcript_path="/t/s1.jsonl",
+        transcript_inode=7,
+        transcript_offset=30,
+        created_at=1.0,
+        finalized_at=None,
+    )
+    assert store.session("other") is None and store.findings("other") == []
+
+
+def test_a_checkpoint_moves_the_cursor_and_refines_findings(store) -> None:
+    first = _f("s1", "uses tantivy", 20, 0.4, tags=("x",))
+    store.apply(FindingsRecorded(_info("s1", offset=30, parent_session_id="p"), (first,)), 1)
+    refined = _f("s1", "uses tantivy", 99, 0.8, tags=("y",), resolved_error=True)
+    later = _info("s1", offset=80, agent="codex", created_at=5.0)
+    store.apply(FindingsRecorded(later, (refined,)), 2)
+    session = store.session("s1")
+    assert (session.transcript_offset, session.agent, session.created_at) == (80, "claude", 1.0)
+    assert session.parent_session_id == "p"
+    [held] = store.findings("s1")
+    assert (held.importance, held.resolved_error) == (0.8, True)  # refined
+    assert (held.offset, held.tags) == (20, ("x",))  # its origin stays
+    assert store.finding_count() == 1
+
+
+def test_a_second_finding_of_one_fingerprint_in_a_session_is_refused(store) -> None:
+    one = _f("s1", "uses tantivy", 20)
+    store.apply(FindingsRecorded(_info("s1"), (one,)), 1)
+    clash = SessionFinding(**{**_asdict(one), "id": "another-id"})
+    with pytest.raises(StoreConflict):
+        store.apply(FindingsRecorded(_info("s1", offset=50), (_f("s1", "new", 40), clash)), 2)
+    assert store.finding_count() == 1 and store.session("s1").transcript_offset == 0
+
+
+def test_session_tier_and_spread(store) -> None:
+    s1 = (_f("s1", "alpha", 1, 0.3), _f("s1", "beta", 2, 0.9), _f("s1", "gamma", 3, 0.3))
+    s2 = (_f("s2", "alpha", 1, 0.5, agent="codex"),)
+    store.apply(FindingsRecorded(_info("s1"), s1), 1)
+    store.apply(FindingsRecorded(_info("s2", agent="codex"), s2), 2)
+    found = store.unpromoted_findings(["s1", "s2"], 10)
+    assert [f.content for f in found] == ["beta", "alpha", "alpha", "gamma"]
+    assert [f.session_id for f in found][1:3] == ["s2", "s1"]  # importance, then offset
+    assert len(store.unpromoted_findings(["s1"], 2)) == 2
+    assert store.unpromoted_findings([], 5) == []
+    sessions, agents = store.spread([fingerprint("alpha"), fingerprint("beta"), "none"])
+    assert sessions == {fingerprint("alpha"): {"s1", "s2"}, fingerprint("beta"): {"s1"}}
+    assert agents == {fingerprint("alpha"): {"claude", "codex"}, fingerprint("beta"): {"claude"}}
+
+
+def test_finalizing_promotes_and_is_safe_to_replay(store) -> None:
+    alpha, beta = _f("s1", "alpha", 1), _f("s1", "beta", 2)
+    store.apply(FindingsRecorded(_info("s1"), (alpha, beta)), 1)
+    store.apply(EntryAdded(_e(5, "beta")), 2)  # remembered by hand meanwhile
+    promoted = (_e(1, "alpha", status="candidate"), _e(2, "beta", status="candidate"))
+    done = SessionFinalized(
+        session_id="s1",
+        reason="idle",
+        finalized_at=60.0,
+        episode=_episode("s1", 60.0),
+        decisions=(),
+        promoted=promoted,
+        promoted_from=((alpha.id, _e(1).id), (beta.id, _e(2).id)),
+    )
+    ids = store.apply(done, 3)
+    assert ids == [_e(1).id, _e(2).id, "f:" + alpha.id, "f:" + beta.id]
+    assert store.get(_e(1).id).status == "candidate"
+    assert store.get(_e(2).id) is None  # its fingerprint was taken: skipped, not an error
+    assert store.find_fingerprint(fingerprint("beta")).id == _e(5).id
+    assert store.promoted_findings([alpha.id, beta.id, "x"]) == {alpha.id, beta.id}
+    assert store.unpromoted_findings(["s1"], 10) == []
+    assert store.session("s1").finalized_at == 60.0
+    assert store.episodes(5) == [_episode("s1", 60.0)]
+    again = SessionFinalized(**{**_asdict(done), "finalized_at": 61.0})
+    store.apply(again, 4)  # a later close of the same session: no failure, one episode
+    assert len(store.episodes(5)) == 1 and store.counts().candidate == 1
+
+
+def test_episodes_latest_first(store) -> None:
+    for seq, (session, ended) in enumerate(
+        [("s1", 10.0), ("s2", None), ("s3", 30.0), ("s4", 20.0)], start=1
+    ):
+        done = SessionFinalized(
+            session_id=session,
+            reason="idle",
+            finalized_at=1.0,
+            episode=_episode(session, ended),
+            decisions=(),
+            promoted=(),
+        )
+        assert store.apply(done, seq) == []
+    assert [e.session_id for e in store.episodes(10)] == ["s3", "s4", "s1", "s2"]
+    assert [e.session_id for e in store.episodes(2)] == ["s3", "s4"]
+    assert [e.session_id for e in store.episodes(10, session_id="s4")] == ["s4"]
+
+
+def test_state_survives_backup(store, backend: Backend, tmp_path: Path) -> None:
+    """A backup holds all of it, not only entries: the daemon restores from it."""
+    store.apply(EntriesImported((_e(1), _e(2))), 1)
+    store.apply(AliasSet("db", ("database",)), 2)
+    store.apply(SettingChanged("preset", "minimal"), 3)
+    found = _f("s1", "alpha", 1)
+    store.apply(FindingsRecorded(_info("s1"), (found,)), 4)
+    store.apply(ConflictDetected(_e(1).id, _e(2).id, "contradictory", 3.0), 5)
+    store.apply(EntriesForgotten((_e(2).id,)), 6)
+    store.apply(EntryAdded(_e(3)), 7)
+    assert store.backup(tmp_path / "copy") == 7
+    copy = backend.open_backup(tmp_path / "copy")
+    assert list(copy.iter_all()) == list(store.iter_all())
+    assert copy.aliases() == {"db": ("database",)} and copy.setting("preset") == "minimal"
+    assert copy.findings("s1") == [found] and copy.is_forgotten(_e(2).fingerprint)
+    assert copy.changed_since(0) == store.changed_since(0)
+    assert copy.change_seq() == store.change_seq()
+    with pytest.raises(StoreConflict):
+        copy.apply(EntryAdded(_e(3)), 8)
+    copy.close()
+
+
+def test_integrity(store) -> None:
+    store.apply(EntryAdded(_e(1)), 1)
+    assert store.integrity() == "ok"
+
+
+def _asdict(struct) -> dict:
+    return msgspec.structs.asdict(struct)
+
+
+# ---------------------------------------------------------------------- SQLite's own
+
+
+def test_sqlite_refusal_is_the_contract_error(tmp_path: Path) -> None:
+    """The database's own constraint error does not leak past the contract."""
+    store = SqliteStore(tmp_path / "memory.db")
+    store.apply(EntryAdded(_e(1)), 1)
+    with pytest.raises(StoreConflict) as caught:
+        store.apply(EntryAdded(_e(1)), 2)
+    assert isinstance(caught.value.__cause__, sqlite3.IntegrityError)
+    store.close()
 
 
 def test_corrupt_and_too_new_files(tmp_path: Path) -> None:
@@ -130,7 +525,8 @@ def test_corrupt_and_too_new_files(tmp_path: Path) -> None:
         SqliteStore(newer)
 
 
-def test_migrations_create_every_table(store) -> None:
+def test_migrations_create_every_table(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memory.db")
     tables = {
         r[0] for r in store._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
     }
@@ -148,3 +544,4 @@ def test_migrations_create_every_table(store) -> None:
         "meta",
     } <= tables
     assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, assert_never
 
 import tantivy
 
@@ -23,12 +24,29 @@ from memctl.protocol import Category, Entry, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
-from memoryd.store.base import Store
+from memoryd.store.base import FINDING_PREFIX, Store
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
 SCHEMA_VERSION = 4
-FINDING_PREFIX = "f:"
+
+
+# What a search looks through: the active entries; those and the session findings not promoted
+# yet (a promoted finding is represented by its entry); or the archived entries.
+SearchScope = Literal["active", "active_and_findings", "archived"]
+
+
+def _scope_filter(scope: SearchScope) -> tuple[bool, bool]:
+    """(archived documents, findings included) for a scope."""
+    match scope:
+        case "active":
+            return False, False
+        case "active_and_findings":
+            return False, True
+        case "archived":
+            return True, False
+        case _:
+            assert_never(scope)
 
 
 def split_ids(doc_ids: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -301,17 +319,17 @@ class SearchIndex:
         self,
         terms: Mapping[str, float],
         *,
-        archived: bool,
+        scope: SearchScope,
         active_files: Sequence[str],
         config: RetrievalConfig,
         scan: int,
-        findings: bool = False,
     ) -> Hits:
         """BM25 with field boosts over weighted terms, plus prefix and fuzzy matches, limited to
-        ``scan`` candidates, each with the metadata the pipeline scores on."""
+        ``scan`` candidates of ``scope``, each with the metadata the pipeline scores on."""
         searcher = self._index.searcher()
         if not terms:
             return Hits(searcher, [])
+        archived, findings = _scope_filter(scope)
         query = self._query(terms, archived, config, findings)
         hits = searcher.search(query, scan, count=False).hits
         addrs = [addr for _, addr in hits]

@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -22,6 +22,7 @@ from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
+from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import review_quarantine
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound, TooLarge, Unavailable
 from memoryd.core.events import (
@@ -30,6 +31,7 @@ from memoryd.core.events import (
     ConflictDetected,
     EntriesAccessed,
     EntriesForgotten,
+    Episode,
     Event,
     QuarantineReviewed,
     SettingChanged,
@@ -41,8 +43,8 @@ from memoryd.core.events import (
 from memoryd.core.projects import slug as project_slug
 from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.redaction import redact
-from memoryd.index import SearchIndex
-from memoryd.store.base import StoreCorrupt
+from memoryd.index import Hits, SearchIndex, SearchScope, split_ids
+from memoryd.store.base import FINDING_PREFIX, Store, StoreCorrupt
 from memoryd.store.sqlite import SqliteStore
 
 ID_PREFIX_MIN = 4
@@ -61,6 +63,10 @@ _import_decoder = msgspec.json.Decoder(ImportLine)
 
 
 class ProjectMemory:
+    """The facade over one project's journal, store and index: callers ask it for what they
+    need by its name in the domain, and never reach the three parts themselves (a test holds
+    everyone to that)."""
+
     def __init__(
         self,
         root: Path,
@@ -94,7 +100,7 @@ class ProjectMemory:
                 f"{self.slug}: cut a torn audit line ({self.journal.torn_bytes} bytes)", "warning"
             )
         self._behind = False  # journaled events the database has not applied yet
-        self.store = self._open_store()
+        self.store: Store = self._open_store()
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
         self.index.open_synced(self.store)
@@ -105,7 +111,7 @@ class ProjectMemory:
 
     # ------------------------------------------------------------------ recovery
 
-    def _open_store(self) -> SqliteStore:
+    def _open_store(self) -> Store:
         db = self.dir / "memory.db"
         try:
             return SqliteStore(db, synchronous=self._settings.synchronous)
@@ -208,7 +214,7 @@ class ProjectMemory:
         last committed (no forced commit on every write) plus the entries added since."""
         terms = dict.fromkeys(retrieval.keywords(entry.content), 1.0)
         hits = self.index.retrieve(
-            terms, archived=False, active_files=(), config=_CONFLICT_SCAN, scan=20
+            terms, scope="active", active_files=(), config=_CONFLICT_SCAN, scan=20
         )
         ids = dict.fromkeys([*hits.ids([c.ref for c in hits.candidates]), *self._unindexed])
         ids.pop(entry.id, None)
@@ -247,18 +253,19 @@ class ProjectMemory:
         self.commit(EntriesForgotten(ids))
         return list(ids)
 
-    def set_pinned(self, target: str, pinned: bool) -> p.PinResult:
+    def pin(self, target: str) -> p.PinResult:
+        """Pin one entry (an id, a unique prefix or a keyword matching one entry)."""
         entry = self._one_target(target)
-        now = self._clock()
-        event = plan_pin(entry, now) if pinned else plan_unpin(entry, now)
-        if event is not None:
+        if (event := plan_pin(entry, self._clock())) is not None:
             self.commit(event)
-        return p.PinResult(
-            id=entry.id,
-            status="pinned"
-            if pinned
-            else ("confirmed" if entry.status == "pinned" else entry.status),
-        )
+        return p.PinResult(id=entry.id, status="pinned")
+
+    def unpin(self, target: str) -> p.PinResult:
+        """Unpin one entry; an entry that was not pinned keeps its status."""
+        entry = self._one_target(target)
+        if (event := plan_unpin(entry, self._clock())) is not None:
+            self.commit(event)
+        return p.PinResult(id=entry.id, status=event.status if event else entry.status)
 
     def import_lines(self, lines: list[str], first_line: int) -> p.ImportResult:
         now = self._clock()
@@ -271,15 +278,20 @@ class ProjectMemory:
                 candidates.append(self._import_candidate(raw, now))
             except (msgspec.DecodeError, msgspec.ValidationError, BadRequest, TooLarge) as exc:
                 rejected.append(p.RejectedLine(line=number, reason=str(exc)))
-        # One event per request: an import is applied whole or not at all, even across a crash.
-        known = {e.fingerprint for e in candidates if self.store.find_fingerprint(e.fingerprint)}
-        event = plan_import(candidates, known)
-        if event.entries:
-            self.commit(event)
-        imported = len(event.entries)
+        imported = len(self.import_entries(candidates))
         return p.ImportResult(
             imported=imported, duplicates=len(candidates) - imported, rejected=rejected
         )
+
+    def import_entries(self, candidates: Sequence[p.Entry]) -> tuple[p.Entry, ...]:
+        """Add the candidates whose content is not in memory yet (the first of each fingerprint),
+        never reinforcing; returns those added. One event per call: an import is applied whole or
+        not at all, even across a crash."""
+        known = {e.fingerprint for e in candidates if self.store.find_fingerprint(e.fingerprint)}
+        event = plan_import(list(candidates), known)
+        if event.entries:
+            self.commit(event)
+        return event.entries
 
     def _import_candidate(self, raw: str, now: float) -> p.Entry:
         line = _import_decoder.decode(raw)
@@ -373,6 +385,22 @@ class ProjectMemory:
         if self.store.setting(key) != value:
             self.commit(SettingChanged(key, value))
 
+    def auto_memory_enabled(self) -> bool:
+        """Whether capture learns from this project's transcripts (unset means on)."""
+        return self.store.setting("auto_memory") != 0
+
+    def set_auto_memory(self, enabled: bool) -> None:
+        self.set_setting("auto_memory", enabled)
+
+    def preset(self) -> p.PresetName | None:
+        """The promotion preset chosen for this project; None: the daemon's default applies."""
+        value = self.store.setting("preset")
+        # Stored only by set_preset, from a validated request.
+        return msgspec.convert(value, p.PresetName) if value else None
+
+    def set_preset(self, name: p.PresetName) -> None:
+        self.set_setting("preset", name)
+
     def review_quarantine(self, now: float) -> int:
         """Candidates past 24 h: confirmed if accessed, otherwise importance × 0.8 (SPEC §7)."""
         self.flush_accesses()
@@ -380,6 +408,122 @@ class ProjectMemory:
         if outcomes:
             self.commit(QuarantineReviewed(tuple(outcomes)))
         return len(outcomes)
+
+    # ------------------------------------------------------------------ reading
+
+    def search_candidates(
+        self,
+        terms: dict[str, float],
+        *,
+        scope: SearchScope,
+        active_files: Sequence[str],
+        config: retrieval.RetrievalConfig,
+        scan: int,
+    ) -> Hits:
+        """Retrieval candidates for weighted terms, read after every change so far (the index
+        catches up first: read-your-writes)."""
+        self.sync_index()
+        return self.index.retrieve(
+            terms, scope=scope, active_files=active_files, config=config, scan=scan
+        )
+
+    def lookup(self, doc_ids: Sequence[str]) -> dict[str, p.Entry | SessionFinding]:
+        """The entries and findings behind search hits, by document id (a finding's as
+        ``f:<id>``); ones gone meanwhile are left out."""
+        entry_ids, finding_ids = split_ids(doc_ids)
+        found: dict[str, p.Entry | SessionFinding] = dict(self.store.get_many(entry_ids))
+        if finding_ids:
+            by_id = self.store.get_findings(finding_ids)
+            found.update((FINDING_PREFIX + k, v) for k, v in by_id.items())
+        return found
+
+    def entries(self, ids: Sequence[str]) -> dict[str, p.Entry]:
+        """id → entry for the ids memory holds."""
+        return self.store.get_many(ids)
+
+    def list_entries(
+        self,
+        *,
+        category: p.Category | None,
+        status: p.Status | None,
+        archived: bool,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[p.Entry], int]:
+        """A page of entries, newest update first, and how many match. Access counts include
+        the latest injections."""
+        self.flush_accesses()
+        return self.store.list_entries(
+            category=category, status=status, archived=archived, limit=limit, offset=offset
+        )
+
+    def recent_confirmed(self, limit: int) -> list[p.Entry]:
+        """The most recently updated confirmed entries (what a session starts with before it
+        has a prompt)."""
+        found, _total = self.store.list_entries(
+            category=None, status="confirmed", archived=False, limit=limit, offset=0
+        )
+        return found
+
+    def export(self, include_archived: bool) -> list[p.Entry]:
+        """Every entry in id order (archived ones only when asked), access counts current."""
+        self.flush_accesses()
+        return [e for e in self.store.iter_all() if include_archived or not e.archived]
+
+    def pinned(self, limit: int) -> list[p.Entry]:
+        """Active pinned entries, most recently updated first."""
+        return self.store.pinned(limit)
+
+    def pinned_fingerprints(self) -> set[str]:
+        return self.store.pinned_fingerprints()
+
+    def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Unresolved contradictions (entry_a, entry_b) involving any of ``ids``."""
+        return self.store.active_conflicts(ids)
+
+    def episodes(self, limit: int, query: str = "") -> list[Episode]:
+        """The latest session episodes; with ``query``, those whose title, goal, outcome or
+        decisions contain it (case-insensitive)."""
+        needle = query.lower()
+        if not needle:
+            return self.store.episodes(limit)
+        return [
+            e
+            for e in self.store.episodes(EPISODE_SEARCH_SCAN)
+            if needle in f"{e.title} {e.goal} {e.outcome} {' '.join(e.decisions)}".lower()
+        ][:limit]
+
+    def session_findings(self, session_id: str) -> list[SessionFinding]:
+        """A session's findings in transcript order."""
+        return self.store.findings(session_id)
+
+    def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
+        """Findings of these sessions not promoted yet, most important first (session tier)."""
+        return self.store.unpromoted_findings(session_ids, limit)
+
+    def finding_spread(
+        self, fingerprints: Sequence[str]
+    ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """For each fingerprint, the sessions and the agents whose findings carry it."""
+        return self.store.spread(fingerprints)
+
+    def promotable(self, finding: SessionFinding) -> bool:
+        """Not already in memory, not promoted before, not something the user forgot."""
+        return not (
+            self.store.find_fingerprint(finding.fingerprint)
+            or self.store.promoted_findings([finding.id])
+            or self.store.is_forgotten(finding.fingerprint)
+        )
+
+    def audit_events(self, n: int, after_seq: int | None = None) -> list[p.AuditEvent]:
+        """The newest ``n`` audit events (those after ``after_seq`` when given), oldest first."""
+        return self.journal.tail(n, after_seq)
+
+    def audit_last_seq(self) -> int:
+        """The sequence number of the newest audit event."""
+        return self.journal.last_seq
+
+    # ------------------------------------------------------------------ upkeep
 
     def sync_index(self) -> None:
         if self._index_dirty:
@@ -432,6 +576,7 @@ class ProjectMemory:
 
 
 QUARANTINE_S = 24 * 3600
+EPISODE_SEARCH_SCAN = 10_000  # episodes a text query looks through
 _CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
 
 

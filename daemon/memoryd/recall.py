@@ -13,10 +13,11 @@ from typing import Any
 
 from memctl import protocol as p
 from memoryd.core.capture.findings import SessionFinding
+from memoryd.core.events import Episode
 from memoryd.core.recall import budget, conflicts, injection, retrieval
 from memoryd.core.recall.formatting import Item
 from memoryd.core.recall.slo import SloMonitor
-from memoryd.index import FINDING_PREFIX, split_ids
+from memoryd.index import SearchScope
 from memoryd.project import ProjectMemory
 
 SESSION_FINDINGS = 20
@@ -50,24 +51,17 @@ class Recall:
         project: ProjectMemory,
         query: str,
         *,
-        archived: bool,
+        scope: SearchScope,
         files: Sequence[str],
         limit: int,
-        findings: bool = False,
     ) -> list[tuple[p.Entry | SessionFinding, float]]:
         config = self.config
         top_k, scan = config.top_k, config.max_candidate_scan
         if self.slo.degraded:
             top_k, scan = min(top_k, DEGRADED_TOP_K), min(scan, DEGRADED_SCAN)
         terms = retrieval.expand(retrieval.keywords(query), project.aliases(), config.alias_weight)
-        project.sync_index()
-        hits = project.index.retrieve(
-            terms,
-            archived=archived,
-            active_files=files,
-            config=config,
-            scan=scan,
-            findings=findings,
+        hits = project.search_candidates(
+            terms, scope=scope, active_files=files, config=config, scan=scan
         )
         ranked = retrieval.rank(
             query,
@@ -79,12 +73,7 @@ class Recall:
             limit=limit,
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
-        found: dict[str, p.Entry | SessionFinding] = {}
-        entry_ids, finding_ids = split_ids(ids)
-        found.update(project.store.get_many(entry_ids))
-        if finding_ids:
-            by_id = project.store.get_findings(finding_ids)
-            found.update((FINDING_PREFIX + k, v) for k, v in by_id.items())
+        found = project.lookup(ids)
         return [(found[i], s.score) for i, s in zip(ids, ranked, strict=True) if i in found]
 
     def _timed(self, started: float) -> None:
@@ -100,10 +89,9 @@ class Recall:
         ranked = self._ranked(
             project,
             req.query,
-            archived=req.archive,
+            scope="archived" if req.archive else "active_and_findings",
             files=req.files,
             limit=req.k,
-            findings=not req.archive,
         )
         self._timed(started)
         return [_scored(item, score) for item, score in ranked]
@@ -120,7 +108,7 @@ class Recall:
         make the session bridge tier; ``always_only`` keeps just the always-inject tier (what
         must survive a compaction)."""
         started = time.perf_counter()
-        pinned = project.store.pinned(self.config.max_pinned)
+        pinned = project.pinned(self.config.max_pinned)
         pinned_ids = {e.id for e in pinned}
         items: dict[str, list[Item]] = {"always": [_item(e) for e in pinned]}
         if not always_only:
@@ -129,9 +117,7 @@ class Recall:
             items["session"] = self._session_items(
                 project, [*session_ids, *([req.session] if req.session else [])]
             )
-            items["summaries"] = [
-                _episode_item(ep) for ep in project.store.episodes(SUMMARY_EPISODES)
-            ]
+            items["summaries"] = [_episode_item(ep) for ep in project.episodes(SUMMARY_EPISODES)]
             self._attach_conflicts(project, pinned, relevant, items)
         ceiling = project.budget_ceiling(self.default_ceiling)
         total = budget.total_budget(ceiling, req.remaining_context)
@@ -145,23 +131,18 @@ class Recall:
         )
 
     def _session_items(self, project: ProjectMemory, session_ids: list[str]) -> list[Item]:
-        found = project.store.unpromoted_findings(
-            list(dict.fromkeys(session_ids)), SESSION_FINDINGS
-        )
+        found = project.unpromoted_findings(list(dict.fromkeys(session_ids)), SESSION_FINDINGS)
         return [Item(kind="finding", text=f.content, id=f.id, category=f.category) for f in found]
 
     def _relevant(self, project: ProjectMemory, req: p.Inject, exclude: set[str]) -> list[p.Entry]:
         limit = self.config.inject_top_n
         if req.query.strip():
             ranked = self._ranked(
-                project, req.query, archived=False, files=req.files, limit=limit + len(exclude)
+                project, req.query, scope="active", files=req.files, limit=limit + len(exclude)
             )
             return [e for e, _ in ranked if isinstance(e, p.Entry) and e.id not in exclude][:limit]
         # No prompt yet (session start): the most recently updated confirmed entries.
-        recent, _ = project.store.list_entries(
-            category=None, status="confirmed", archived=False, limit=limit, offset=0
-        )
-        return recent
+        return project.recent_confirmed(limit)
 
     def _attach_conflicts(
         self,
@@ -172,11 +153,11 @@ class Recall:
     ) -> None:
         """Both sides of an active conflict are shown, with the marker (fail loud, seed D7)."""
         shown = {e.id: e for e in (*pinned, *relevant)}
-        pairs = project.store.active_conflicts(list(shown))
+        pairs = project.active_conflicts(list(shown))
         if not pairs:
             return
         missing = [i for pair in pairs for i in pair if i not in shown]
-        shown.update(project.store.get_many(missing))
+        shown.update(project.entries(missing))
         for a, b in pairs:
             if a in shown and b in shown:
                 for entry_id in (a, b):
@@ -187,7 +168,7 @@ class Recall:
                 items["retrieval"].append(Item(kind="conflict", text=marker))
 
 
-def _episode_item(ep: Any) -> Item:
+def _episode_item(ep: Episode) -> Item:
     text = f"{ep.title}: {ep.outcome}" if ep.outcome else ep.title
     return Item(kind="episode", text=text, id=ep.id, category=ep.agent)
 

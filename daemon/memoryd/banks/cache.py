@@ -284,15 +284,30 @@ class BankCache:
     # -- syncing -------------------------------------------------------------------------------
 
     def sync(self, root: Path | None = None, *, retry_failed: bool = True) -> int:
-        """Hand every file with pending operations (of one bank, or all) to the writer; with
-        ``retry_failed`` False, not those whose last write failed. Returns how many files were
-        handed over."""
+        """Hand every file with pending operations (of one bank, or all) to the writer, those
+        whose last write failed included (tried again). Returns how many files were handed
+        over.
+
+        ``retry_failed`` is transitional: the composition root still passes
+        ``retry_failed=False`` for its final sync; it goes once that calls
+        ``sync_except_failed()``."""
+        if not retry_failed:
+            return self.sync_except_failed()
         banks = [self.bank(root)] if root is not None else list(self._banks.values())
+        return self._hand_over(banks, lambda file: True)
+
+    def sync_except_failed(self) -> int:
+        """As ``sync`` for every bank, leaving out the files whose last write failed (at
+        shutdown: they stay journaled and are written at the next start, instead of holding
+        up the exit)."""
+        return self._hand_over(list(self._banks.values()), lambda file: file.last_error is None)
+
+    def _hand_over(self, banks: list[CachedBank], wanted: Callable[[CachedFile], bool]) -> int:
         dirty = [
             (cached, file)
             for cached in banks
             for file in cached.files.values()
-            if file.pending and not file.flushing and (retry_failed or file.last_error is None)
+            if file.pending and not file.flushing and wanted(file)
         ]
         dirty.sort(key=lambda cf: cf[1].pending[0].seq)  # the oldest change goes first
         return sum(self._enqueue(cached, file) for cached, file in dirty)

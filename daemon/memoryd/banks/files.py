@@ -1,23 +1,18 @@
-"""The file operations on one project's memory bank (SPEC §10; seed 000 §7–§9): init, read,
-write, update, list, validate, activate, complete a progress item, optimise.
+"""One project's memory bank on disk (SPEC §10; seed 000 §7–§9): init, read, list, validate,
+activate, and the two primitives every change goes through: ``load`` a file and
+``store_if_unchanged`` its new text.
 
-Every operation checks everything (mode, name, path, content, the decision log rule) before it
-touches the disk, so a refused request leaves the bank exactly as it was. Writes are atomic.
-
-The daemon serves banks through its cache (``memoryd.banks.cache``), which uses ``load`` and
-``store`` here; the write methods are the direct path, with the same rules
-(``memoryd.core.bank.ops``).
-
-``write`` replaces a whole file. ``update`` merges sections into an existing file
-(``memoryd.core.bank.update``): decision entries are appended, history sections get new
-items, other sections are replaced by name. Both refuse in a read-only mode (``ask``)."""
+Changes (write, update, complete an item, optimise) are made by the daemon's cache
+(``memoryd.banks.cache``, journaled, with the rules of ``memoryd.core.bank.ops``) and put on disk
+by its writer thread (``memoryd.banks.writer``) through those primitives; there is no other
+write path. Names and paths are checked before the disk is touched, so a refused request leaves
+the bank exactly as it was. Writes are atomic."""
 
 from __future__ import annotations
 
 import os
 import stat
 from collections.abc import Callable, Sequence
-from datetime import date
 from pathlib import Path
 
 import msgspec
@@ -28,20 +23,11 @@ from memoryd.banks.clinerules import Instruction
 from memoryd.banks.paths import ARCHIVE_DIR, bank_dir_for, check_name, real_bank_dir, resolve
 from memoryd.banks.scan import scan_codebase
 from memoryd.core.bank import model as bank
-from memoryd.core.bank.ops import (
-    MAX_FILE_BYTES,
-    Complete,
-    Op,
-    Update,
-    Write,
-    apply_op,
-    text_hash,
-)
-from memoryd.core.bank.optimise import WARN_TOKENS, OptimisePlan, optimise, optimise_ops
+from memoryd.core.bank.ops import MAX_FILE_BYTES
+from memoryd.core.bank.optimise import WARN_TOKENS
 from memoryd.core.bank.templates import render_templates
 from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, TooLarge
 
-READ_ONLY_MODES = frozenset({"ask"})
 FILE_MODE = 0o644  # bank files live in the project's repository, readable like the code
 
 # What tells one version of a file from another without reading it: inode, size, modification
@@ -87,11 +73,6 @@ class Activation(msgspec.Struct, frozen=True):
     content: dict[str, str]  # file name → text, in read order
     custom_instructions: list[Instruction]
     cache: dict[str, str] = {}  # filled by the daemon's bank cache when it serves this
-
-
-def _check_writable(mode: str | None) -> None:
-    if mode is not None and mode.casefold() in READ_ONLY_MODES:
-        raise Forbidden(f"mode {mode!r} is read-only: the memory bank cannot be changed in it")
 
 
 def _read_text(name: str, path: Path) -> tuple[str, float]:
@@ -255,52 +236,16 @@ class Bank:
         text, info = read_file(name, path)
         return path, real, text, file_sig(info)
 
-    def store(self, path: Path, text: str) -> Sig:
-        """Write ``text`` atomically (keeping the file's permissions); its new signature."""
-        written = self._write(path, text, unless=None)
-        assert written is not None  # nothing can call it off
-        return written
-
     def store_if_unchanged(self, path: Path, text: str, expect: Sig | None) -> Sig | None:
-        """As ``store``, unless the file on disk is no longer the one of signature ``expect``
-        at the moment of the rename: then nothing is written (None)."""
-        return self._write(path, text, unless=lambda: stat_sig(path) != expect)
-
-    def _write(self, path: Path, text: str, unless: Callable[[], bool] | None) -> Sig | None:
+        """Write ``text`` atomically (keeping the file's permissions) and return its new
+        signature, unless the file on disk is no longer the one of signature ``expect`` at the
+        moment of the rename: then nothing is written (None)."""
         self._make_dirs(path)
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else FILE_MODE
-        written = write_atomic(path, text.encode("utf-8"), mode, unless=unless)
+        written = write_atomic(
+            path, text.encode("utf-8"), mode, unless=lambda: stat_sig(path) != expect
+        )
         return None if written is None else file_sig(written)
-
-    def _change(self, name: str, op_for: Callable[[str | None], Op]) -> Path:
-        path, real, old, _sig = self.load(name)
-        self.store(path, apply_op(real, old, op_for(old)))
-        return path
-
-    def write(self, name: str, content: str, mode: str | None = None) -> Path:
-        """Create or replace a whole file (decisionLog.md: only keeping its existing entries)."""
-        _check_writable(mode)
-        return self._change(name, lambda old: Write(content, text_hash(old)))
-
-    def update(self, name: str, content: str, mode: str | None = None) -> Path:
-        """Merge sections into an existing file (see ``memoryd.core.bank.update``)."""
-        _check_writable(mode)
-        return self._change(name, lambda old: Update(content))
-
-    def complete(self, item: str, when: date, mode: str | None = None) -> Path:
-        """Move an open progress item to Completed, checked and dated."""
-        _check_writable(mode)
-        return self._change(bank.PROGRESS, lambda old: Complete(item, when))
-
-    def optimise(self, today: date, mode: str | None = None) -> OptimisePlan:
-        """Apply the optimiser's plan. The archive is written before the items leave their file,
-        so a crash in between can duplicate an item but never lose one."""
-        _check_writable(mode)
-        texts, _refused = self.contents()
-        plan = optimise(texts, today)
-        for name, op in optimise_ops(texts, plan):
-            self._change(name, _always(op))
-        return plan
 
 
 def report(texts: dict[str, str | None], refused: list[str]) -> bank.ValidationReport:
@@ -318,8 +263,3 @@ def _allowed(name: str) -> bool:
     except Forbidden:
         return False
     return True
-
-
-def _always(op: Op) -> Callable[[str | None], Op]:
-    """The same operation whatever the file holds."""
-    return lambda _old: op

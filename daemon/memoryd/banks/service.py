@@ -30,7 +30,7 @@ from typing import TypeVar
 import msgspec
 
 from memctl import protocol as p
-from memoryd.banks.cache import BankCache
+from memoryd.banks.cache import BankCache, Submit
 from memoryd.banks.files import Bank, report
 from memoryd.banks.llm import LlmProcessor, ProcessResult, process_content
 from memoryd.banks.paths import BANK_DIRNAME
@@ -46,7 +46,7 @@ from memoryd.core.bank.optimise import optimise, optimise_ops
 from memoryd.core.bank.router import route
 from memoryd.core.capture.findings import truncate
 from memoryd.core.errors import Forbidden, MemorydError
-from memoryd.core.events import BankFileSynced, plan_import
+from memoryd.core.events import BankFileSynced
 from memoryd.core.redaction import redact
 from memoryd.instructions.loader import InstructionConfig, InstructionFiles
 from memoryd.project import ProjectMemory
@@ -127,20 +127,24 @@ class BankService:
         return p.BankReadResult(content=content, last_modified=modified)
 
     def write(
-        self,
-        cwd: str | None,
-        name: str,
-        content: str,
-        mode: str | None,
-        *,
-        merge: bool,
-        request: str = "",
+        self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
+    ) -> p.BankWriteResult:
+        """Create or replace a whole file (decisionLog.md: only keeping its existing entries)."""
+        return self._change(cwd, mode, lambda root: self.cache.write(root, name, content, request))
+
+    def update(
+        self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
+    ) -> p.BankWriteResult:
+        """Merge sections into an existing file (``memoryd.core.bank.update``)."""
+        return self._change(cwd, mode, lambda root: self.cache.update(root, name, content, request))
+
+    def _change(
+        self, cwd: str | None, mode: str | None, submit: Callable[[Path], Submit]
     ) -> p.BankWriteResult:
         # The configured modes decide; the Bank's own check would add "ask" whatever they say.
         self._check_writable(mode)
         project = self._registry.get(cwd)
-        change = self.cache.update if merge else self.cache.write
-        submitted = change(project.root, name, content, request)
+        submitted = submit(project.root)
         ingested = self._after_write(project, [submitted.name])
         return p.BankWriteResult(
             success=True, path=str(submitted.path), ingested=ingested, sync=submitted.sync
@@ -301,16 +305,12 @@ class BankService:
             )
             for item in found
         ]
-        store = project.store
-        known = {e.fingerprint for e in candidates if store.find_fingerprint(e.fingerprint)}
-        event = plan_import(candidates, known)
-        if event.entries:
-            project.commit(event)
-        decisions = sum(1 for e in event.entries if e.category == "decision")
+        imported = project.import_entries(candidates)
+        decisions = sum(1 for e in imported if e.category == "decision")
         return p.IngestResult(
             decisions=decisions,
-            completed=len(event.entries) - decisions,
-            duplicates=len(candidates) - len(event.entries),
+            completed=len(imported) - decisions,
+            duplicates=len(candidates) - len(imported),
         )
 
     # -- sync ----------------------------------------------------------------------------------

@@ -294,13 +294,13 @@ class CaptureService:
             live.project_root = str(project.root)
             live.recorded = {
                 f.id: (f.content, f.importance, f.resolved_error)
-                for f in project.store.findings(live.session_id)
+                for f in project.session_findings(live.session_id)
             }
             return project
         return self.registry.get(live.project_root)
 
     def _enabled(self, project: ProjectMemory) -> bool:
-        return project.store.setting("auto_memory") != 0  # unset means on
+        return project.auto_memory_enabled()
 
     def _checkpoint(self, live: LiveSession, full: bool = False) -> list[SessionFinding]:
         window = None if full else live.pending + CHECKPOINT_CONTEXT
@@ -327,7 +327,7 @@ class CaptureService:
                 msgspec.structs.replace(
                     f, id=finding_id(live.session_id, f.fingerprint), session_id=live.session_id
                 )
-                for f in (project.store.findings(parent) if is_fork and parent else [])
+                for f in (project.session_findings(parent) if is_fork and parent else [])
             ]
         return live.inherited
 
@@ -360,7 +360,7 @@ class CaptureService:
         incremental = live.closed_before or live.resumed
         findings = self._checkpoint(live, full=not incremental)
         if incremental:
-            findings = project.store.findings(live.session_id)
+            findings = project.session_findings(live.session_id)
         now = self._clock()
         decisions = self._decide(project, findings)
         by_id = {f.id: f for f in findings}
@@ -412,22 +412,17 @@ class CaptureService:
     @staticmethod
     def _promotable(project: ProjectMemory, finding: SessionFinding) -> bool:
         """Not already in memory, not promoted before, not something the user forgot."""
-        store = project.store
-        return not (
-            store.find_fingerprint(finding.fingerprint)
-            or store.promoted_findings([finding.id])
-            or store.is_forgotten(finding.fingerprint)
-        )
+        return project.promotable(finding)
 
     def _decide(self, project: ProjectMemory, findings: list[SessionFinding]) -> list[Any]:
-        sessions, agents = project.store.spread([f.fingerprint for f in findings])
-        preset = project.store.setting("preset") or self.default_preset
+        sessions, agents = project.finding_spread([f.fingerprint for f in findings])
+        preset = project.preset() or self.default_preset
         return plan_promotion(
             findings,
             preset=preset,  # type: ignore[arg-type]
             sessions_by_fingerprint=sessions,
             agents_by_fingerprint=agents,
-            pinned_fingerprints=project.store.pinned_fingerprints(),
+            pinned_fingerprints=project.pinned_fingerprints(),
         )
 
     def finalize_idle(self) -> int:

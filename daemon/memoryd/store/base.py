@@ -5,45 +5,92 @@ events (``memoryd.core.events``) through ``apply``, each in one transaction toge
 audit sequence number that journaled it, so after a crash the daemon knows which journaled events
 still need applying. Every mutation also advances the store's change sequence, from which the
 search index catches up.
+
+Orderings are part of the contract (both backends give the same answer to the same question), so
+ties are broken by id wherever a caller could see the order.
+
+Implementations: ``memoryd.store.sqlite.SqliteStore`` (the daemon's), ``memoryd.store.memory.
+MemoryStore`` (in process, for tests and tools that need no durability).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
+
+import msgspec
 
 from memctl.protocol import Category, Entry, EntryCounts, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import Episode, Event
+
+# A finding's id in the change log (and the search index): entries and findings share one log.
+FINDING_PREFIX = "f:"
 
 
 class StoreCorrupt(RuntimeError):
     """The database file is unreadable or fails its integrity check."""
 
 
+class StoreConflict(ValueError):
+    """An event contradicts what the store holds (an entry id that exists already, a second
+    active entry with one fingerprint, a second finding of one fingerprint in a session).
+    Nothing of the event was applied."""
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A captured session as stored: its transcript cursor and whether it was finalized."""
+
+    id: str
+    agent: str
+    parent_session_id: str | None
+    transcript_path: str
+    transcript_inode: int
+    transcript_offset: int
+    created_at: float
+    finalized_at: float | None
+
+
 class Store(Protocol):
+    # ------------------------------------------------------------------ writing
+
     def applied_audit_seq(self) -> int:
         """The audit sequence number of the last event applied (0 for a new store)."""
         ...
 
     def apply(self, event: Event, audit_seq: int) -> list[str]:
-        """Apply ``event`` and record ``audit_seq``, atomically. Returns the ids it touched.
-        Applying an event whose ``audit_seq`` is not above ``applied_audit_seq()`` does nothing."""
+        """Apply ``event`` and record ``audit_seq``, atomically. Returns the ids it touched
+        (findings as ``f:<id>``), each also appended to the change log.
+
+        Applying an event whose ``audit_seq`` is not above ``applied_audit_seq()`` does nothing
+        and returns []. Raises ``StoreConflict`` (nothing applied, ``applied_audit_seq``
+        unchanged) when the event contradicts the store; a change to an id the store does not
+        hold changes nothing but is still logged. Replayed events must give the same state."""
         ...
 
-    def get(self, entry_id: str) -> Entry | None: ...
+    # ------------------------------------------------------------------ entries
 
-    def get_many(self, ids: Sequence[str]) -> dict[str, Entry]: ...
+    def get(self, entry_id: str) -> Entry | None:
+        """The entry with this exact id, archived or not; None when there is none."""
+        ...
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
+        """id → entry for those of ``ids`` the store holds (missing ids are left out)."""
+        ...
 
     def find_fingerprint(self, fingerprint: str) -> Entry | None:
         """The active (not archived) entry with this fingerprint, if any."""
         ...
 
-    def find_id_prefix(self, prefix: str) -> list[Entry]: ...
+    def find_id_prefix(self, prefix: str) -> list[Entry]:
+        """At most 10 entries whose id starts with ``prefix`` (ASCII case-insensitive), in id
+        order."""
+        ...
 
     def find_keyword(self, keyword: str, limit: int) -> list[Entry]:
-        """Active entries whose content contains ``keyword`` (case-insensitive)."""
+        """Active entries whose content contains ``keyword`` literally (ASCII
+        case-insensitive; ``%`` and ``_`` are plain characters), most recently updated first."""
         ...
 
     def list_entries(
@@ -55,42 +102,70 @@ class Store(Protocol):
         limit: int,
         offset: int,
     ) -> tuple[list[Entry], int]:
-        """A page of entries newest first, and the total that match."""
+        """A page of entries (archived ones, or active ones) newest update first then by id,
+        and the total that match. None for category or status matches any."""
         ...
 
     def iter_all(self) -> Iterator[Entry]:
         """Every entry, archived included, in id order."""
         ...
 
-    def counts(self) -> EntryCounts: ...
-
-    def change_seq(self) -> int:
-        """The store's current change sequence number."""
-        ...
-
-    def changed_since(self, seq: int) -> tuple[list[str], int]:
-        """Ids changed (added, updated or deleted) after ``seq``, and the current sequence."""
+    def counts(self) -> EntryCounts:
+        """Active entries by status, and the archived ones."""
         ...
 
     def pinned(self, limit: int) -> list[Entry]:
         """Active pinned entries, most recently updated first."""
         ...
 
-    def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """Unresolved conflict pairs (entry_a, entry_b) that involve any of ``ids``."""
+    def pinned_fingerprints(self) -> set[str]:
+        """The fingerprints of the active pinned entries."""
         ...
+
+    def candidates_created_before(self, cutoff: float) -> list[Entry]:
+        """Active candidates created at or before ``cutoff``, oldest first."""
+        ...
+
+    def is_forgotten(self, fingerprint: str) -> bool:
+        """Whether a user forgot an entry with this fingerprint (and did not remember it again)."""
+        ...
+
+    def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Unresolved conflict pairs (entry_a, entry_b) that involve any of ``ids``, in the
+        order they were detected."""
+        ...
+
+    # ------------------------------------------------------------------ change log
+
+    def change_seq(self) -> int:
+        """The store's current change sequence number (0 before the first change). It never
+        goes backwards, pruning included."""
+        ...
+
+    def changed_since(self, seq: int) -> tuple[list[str], int]:
+        """Ids changed (added, updated or deleted) after ``seq``, each once in the order of
+        its first change, and the sequence they bring the reader to (at least ``seq``)."""
+        ...
+
+    def prune_changes(self, upto_seq: int) -> None:
+        """Forget change records at or below ``upto_seq`` (the index has applied them). The
+        newest record is kept, so ``change_seq`` never moves backwards."""
+        ...
+
+    # ------------------------------------------------------------------ project settings
 
     def aliases(self) -> dict[str, tuple[str, ...]]:
         """The project's own alias table (an empty tuple switches a default term off)."""
         ...
 
     def setting(self, key: str) -> object:
-        """A project setting's value, or None when unset."""
+        """A project setting's value, or None when unset. Booleans come back as 0 or 1 (as
+        SQLite keeps them): compare with ``!= 0``, not ``is False``."""
         ...
 
-    # Session memory (SPEC §6): sessions, their findings, episodes.
+    # ------------------------------------------------------------------ session memory (SPEC §6)
 
-    def session(self, session_id: str) -> dict[str, Any] | None:
+    def session(self, session_id: str) -> SessionRecord | None:
         """The session's transcript cursor and state, or None."""
         ...
 
@@ -99,45 +174,49 @@ class Store(Protocol):
     def finding_count(self) -> int: ...
 
     def findings(self, session_id: str) -> list[SessionFinding]:
-        """A session's findings in transcript order."""
+        """A session's findings in transcript order (then by id)."""
         ...
 
-    def get_findings(self, ids: Sequence[str]) -> dict[str, SessionFinding]: ...
+    def get_findings(self, ids: Sequence[str]) -> dict[str, SessionFinding]:
+        """id → finding for those of ``ids`` the store holds."""
+        ...
 
-    def iter_findings(self) -> Iterator[SessionFinding]: ...
+    def iter_findings(self) -> Iterator[SessionFinding]:
+        """Every finding, in id order."""
+        ...
 
     def promoted_findings(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` have been promoted to entries."""
         ...
 
     def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
-        """Findings of these sessions not promoted yet, most important first (session tier)."""
+        """Findings of these sessions not promoted yet, most important first, then in transcript
+        order (the session tier)."""
         ...
 
     def spread(
         self, fingerprints: Sequence[str]
     ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-        """For each fingerprint, the sessions and the agents whose findings carry it."""
+        """For each fingerprint, the sessions and the agents whose findings carry it (a
+        fingerprint no finding carries is left out)."""
         ...
-
-    def pinned_fingerprints(self) -> set[str]: ...
-
-    def is_forgotten(self, fingerprint: str) -> bool:
-        """Whether a user forgot an entry with this fingerprint (and did not remember it again)."""
-        ...
-
-    def candidates_created_before(self, cutoff: float) -> list[Entry]: ...
 
     def episodes(self, limit: int, session_id: str | None = None) -> list[Episode]:
-        """Most recent first."""
+        """At most ``limit`` episodes (of one session, or all), latest end first; episodes
+        that never ended last."""
         ...
 
+    # ------------------------------------------------------------------ housekeeping
+
     def integrity(self) -> str:
-        """'ok', or the first problem the database reports."""
+        """'ok', or the first problems the storage reports."""
         ...
 
     def backup(self, target: Path) -> int:
-        """Write a consistent copy to ``target`` atomically; returns the audit seq it holds."""
+        """Write a consistent copy to ``target`` atomically; returns the audit seq it holds.
+        The copy opens with the same backend's ``open_backup`` / constructor."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the storage. The store is not used afterwards."""
+        ...

@@ -33,7 +33,7 @@ from memoryd.core.events import (
     SessionFinalized,
     SettingChanged,
 )
-from memoryd.store.base import StoreCorrupt
+from memoryd.store.base import FINDING_PREFIX, SessionRecord, StoreConflict, StoreCorrupt
 from memoryd.store.migrations import migrate
 
 _COLUMNS = (
@@ -143,6 +143,9 @@ class SqliteStore:
             conn.executemany("INSERT INTO changes(entry_id) VALUES (?)", [(i,) for i in ids])
             conn.execute("UPDATE meta SET value=? WHERE key='audit_seq'", (audit_seq,))
             conn.execute("COMMIT")
+        except sqlite3.IntegrityError as exc:
+            conn.execute("ROLLBACK")
+            raise StoreConflict(f"{type(event).__name__} conflicts with the store: {exc}") from exc
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -207,7 +210,7 @@ class SqliteStore:
                 return []
             case FindingsRecorded(session=info, findings=found):
                 self._record_findings(info, found)
-                return [f"f:{f.id}" for f in found]
+                return [FINDING_PREFIX + f.id for f in found]
             case SessionFinalized() as done:
                 return self._finalize(done)
             case QuarantineReviewed(outcomes=outcomes):
@@ -300,18 +303,28 @@ class SqliteStore:
         conn.execute(
             "UPDATE sessions SET finalized_at=? WHERE id=?", (done.finalized_at, done.session_id)
         )
-        return [e.id for e in done.promoted] + [f"f:{f}" for f, _ in done.promoted_from]
+        return [e.id for e in done.promoted] + [FINDING_PREFIX + f for f, _ in done.promoted_from]
 
     # ------------------------------------------------------------------ session memory
 
-    def session(self, session_id: str) -> dict[str, Any] | None:
+    def session(self, session_id: str) -> SessionRecord | None:
         row = self._conn.execute(
-            "SELECT id, agent, transcript_path, transcript_inode, transcript_offset, created_at,"
-            " finalized_at FROM sessions WHERE id=?",
+            "SELECT id, agent, parent_session_id, transcript_path, transcript_inode,"
+            " transcript_offset, created_at, finalized_at FROM sessions WHERE id=?",
             (session_id,),
         ).fetchone()
-        keys = ("id", "agent", "transcript_path", "inode", "offset", "created_at", "finalized_at")
-        return None if row is None else dict(zip(keys, row, strict=True))
+        if row is None:
+            return None
+        return SessionRecord(
+            id=row[0],
+            agent=row[1],
+            parent_session_id=row[2],
+            transcript_path=row[3] or "",
+            transcript_inode=row[4] or 0,
+            transcript_offset=row[5],
+            created_at=row[6],
+            finalized_at=row[7],
+        )
 
     def finding_count(self) -> int:
         return int(self._scalar("SELECT count(*) FROM findings"))
@@ -355,7 +368,7 @@ class SqliteStore:
         return self._findings(
             f"session_id IN ({marks}) AND promoted_entry_id IS NULL",
             session_ids,
-            f"ORDER BY importance DESC, transcript_offset LIMIT {int(limit)}",
+            f"ORDER BY importance DESC, transcript_offset, id LIMIT {int(limit)}",
         )
 
     def get_findings(self, ids: Sequence[str]) -> dict[str, SessionFinding]:
@@ -382,7 +395,6 @@ class SqliteStore:
     def spread(
         self, fingerprints: Sequence[str]
     ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-        """For each fingerprint: the sessions and the agents whose findings have it."""
         sessions: dict[str, set[str]] = {}
         agents: dict[str, set[str]] = {}
         for start in range(0, len(fingerprints), 500):
@@ -409,12 +421,17 @@ class SqliteStore:
         return {r[0] for r in rows}
 
     def candidates_created_before(self, cutoff: float) -> list[Entry]:
-        return self._select("status='candidate' AND archived=0 AND created_at <= ?", (cutoff,))
+        return self._select(
+            "status='candidate' AND archived=0 AND created_at <= ?",
+            (cutoff,),
+            "ORDER BY created_at, id",
+        )
 
     def episodes(self, limit: int, session_id: str | None = None) -> list[Episode]:
         where, params = ("session_id=?", (session_id,)) if session_id else ("1=1", ())
         rows = self._conn.execute(
-            f"SELECT * FROM episodes WHERE {where} ORDER BY ended_at DESC LIMIT {int(limit)}",
+            f"SELECT * FROM episodes WHERE {where} ORDER BY ended_at IS NULL, ended_at DESC, id"
+            f" LIMIT {int(limit)}",
             params,
         )
         return [
@@ -455,14 +472,14 @@ class SqliteStore:
 
     def find_id_prefix(self, prefix: str) -> list[Entry]:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        return self._select("id LIKE ? ESCAPE '\\'", (escaped + "%",), "LIMIT 10")
+        return self._select("id LIKE ? ESCAPE '\\'", (escaped + "%",), "ORDER BY id LIMIT 10")
 
     def find_keyword(self, keyword: str, limit: int) -> list[Entry]:
         escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         return self._select(
             "archived=0 AND content LIKE ? ESCAPE '\\'",
             (f"%{escaped}%",),
-            f"ORDER BY updated_at DESC LIMIT {int(limit)}",
+            f"ORDER BY updated_at DESC, id LIMIT {int(limit)}",
         )
 
     def list_entries(
@@ -520,8 +537,6 @@ class SqliteStore:
         return list(dict.fromkeys(r[0] for r in rows)), rows[-1][1]
 
     def prune_changes(self, upto_seq: int) -> None:
-        """Forget change records the index has already applied (keeps the newest row so the
-        sequence never goes backwards)."""
         self._conn.execute(
             "DELETE FROM changes WHERE seq <= ? AND seq < (SELECT max(seq) FROM changes)",
             (upto_seq,),
@@ -529,17 +544,17 @@ class SqliteStore:
 
     def pinned(self, limit: int) -> list[Entry]:
         return self._select(
-            "status='pinned' AND archived=0", (), f"ORDER BY updated_at DESC LIMIT {int(limit)}"
+            "status='pinned' AND archived=0", (), f"ORDER BY updated_at DESC, id LIMIT {int(limit)}"
         )
 
     def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """Unresolved (entry_a, entry_b) pairs touching any of ``ids``."""
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
         rows = self._conn.execute(
             f"SELECT entry_a, entry_b FROM conflicts WHERE resolved_at IS NULL"
-            f" AND (entry_a IN ({marks}) OR entry_b IN ({marks})) ORDER BY detected_at",
+            f" AND (entry_a IN ({marks}) OR entry_b IN ({marks}))"
+            " ORDER BY detected_at, entry_a, entry_b",
             [*ids, *ids],
         )
         return [(a, b) for a, b in rows]

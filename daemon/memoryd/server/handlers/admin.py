@@ -35,14 +35,16 @@ def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
 
 
 def audit_tail(ctx: DaemonContext, req: p.AuditTail) -> p.AuditResult | Parked:
-    journal = ctx.registry.get(req.project).journal
-    events = journal.tail(req.n, req.after_seq)
+    project = ctx.registry.get(req.project)
+    events = project.audit_events(req.n, req.after_seq)
     if events or req.after_seq is None or req.wait_ms == 0:
-        return p.AuditResult(events=events, last_seq=journal.last_seq)
+        return p.AuditResult(events=events, last_seq=project.audit_last_seq())
     deadline = time.monotonic() + req.wait_ms / 1000
-    seen = journal.last_seq
+    seen = project.audit_last_seq()
     return Parked(
-        deadline, p.AuditResult(events=[], last_seq=seen), ready=lambda: journal.last_seq > seen
+        deadline,
+        p.AuditResult(events=[], last_seq=seen),
+        ready=lambda: project.audit_last_seq() > seen,
     )
 
 

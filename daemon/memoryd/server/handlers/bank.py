@@ -32,12 +32,12 @@ def bank_read(ctx: DaemonContext, req: p.BankRead) -> p.BankReadResult:
 
 def bank_write(ctx: DaemonContext, req: p.BankWrite) -> p.BankWriteResult:
     banks, request = _banks(ctx), unique_id(req)
-    return banks.write(req.project, req.name, req.content, req.mode, merge=False, request=request)
+    return banks.write(req.project, req.name, req.content, req.mode, request=request)
 
 
 def bank_update(ctx: DaemonContext, req: p.BankUpdate) -> p.BankWriteResult:
     banks, request = _banks(ctx), unique_id(req)
-    return banks.write(req.project, req.name, req.content, req.mode, merge=True, request=request)
+    return banks.update(req.project, req.name, req.content, req.mode, request=request)
 
 
 def bank_list(ctx: DaemonContext, req: p.BankList) -> p.BankListResult:

@@ -25,8 +25,7 @@ def inject(ctx: DaemonContext, req: p.Inject) -> p.InjectResult:
 
 def list_entries(ctx: DaemonContext, req: p.ListEntries) -> p.ListResult:
     project = ctx.registry.get(req.project)
-    project.flush_accesses()  # so listed access counts include the latest injections
-    entries, total = project.store.list_entries(
+    entries, total = project.list_entries(
         category=req.category,
         status=req.status,
         archived=req.archived,
@@ -41,11 +40,11 @@ def forget(ctx: DaemonContext, req: p.Forget) -> p.ForgetResult:
 
 
 def pin(ctx: DaemonContext, req: p.Pin) -> p.PinResult:
-    return ctx.registry.get(req.project).set_pinned(req.target, pinned=True)
+    return ctx.registry.get(req.project).pin(req.target)
 
 
 def unpin(ctx: DaemonContext, req: p.Unpin) -> p.PinResult:
-    return ctx.registry.get(req.project).set_pinned(req.target, pinned=False)
+    return ctx.registry.get(req.project).unpin(req.target)
 
 
 def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
@@ -54,11 +53,7 @@ def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
 
 def export(ctx: DaemonContext, req: p.Export) -> p.ExportResult:
     project = ctx.registry.get(req.project)
-    project.flush_accesses()
-    store = project.store
-    return p.ExportResult(
-        entries=[e for e in store.iter_all() if req.include_archived or not e.archived]
-    )
+    return p.ExportResult(entries=project.export(req.include_archived))
 
 
 def budget(ctx: DaemonContext, req: p.Budget) -> p.BudgetResult:
@@ -87,11 +82,11 @@ def alias_remove(ctx: DaemonContext, req: p.AliasRemove) -> p.AliasListResult:
 def auto(ctx: DaemonContext, req: p.Auto) -> p.AutoResult:
     project = ctx.registry.get(req.project)
     if req.enabled is not None:
-        project.set_setting("auto_memory", req.enabled)
+        project.set_auto_memory(req.enabled)
     default = ctx.capture.default_preset if ctx.capture else "balanced"
-    preset = project.store.setting("preset") or default
+    preset = project.preset() or default
     return p.AutoResult(
-        enabled=project.store.setting("auto_memory") != 0,
+        enabled=project.auto_memory_enabled(),
         preset=msgspec.convert(preset, p.PresetName),  # stored by `preset`, which validated it
     )
 
@@ -99,24 +94,15 @@ def auto(ctx: DaemonContext, req: p.Auto) -> p.AutoResult:
 def preset(ctx: DaemonContext, req: p.Preset) -> p.AutoResult:
     project = ctx.registry.get(req.project)
     if req.name is not None:
-        project.set_setting("preset", req.name)
+        project.set_preset(req.name)
     return auto(ctx, p.Auto(project=req.project))
 
 
 def episodes(ctx: DaemonContext, req: p.Episodes) -> p.EpisodesResult:
     project = ctx.registry.get(req.project)
-    found = project.store.episodes(10_000 if req.query else req.limit)
-    needle = req.query.lower()
-    if needle:
-        found = [
-            e
-            for e in found
-            if needle in f"{e.title} {e.goal} {e.outcome} {' '.join(e.decisions)}".lower()
-        ]
+    found = project.episodes(req.limit, req.query)
     return p.EpisodesResult(
-        episodes=[
-            msgspec.convert(msgspec.to_builtins(e), p.EpisodeInfo) for e in found[: req.limit]
-        ]
+        episodes=[msgspec.convert(msgspec.to_builtins(e), p.EpisodeInfo) for e in found]
     )
 
 

@@ -1,0 +1,495 @@
+"""The in-memory store: the same contract as SQLite (``memoryd.store.base.Store``), held in
+dictionaries. Nothing survives the process except what ``backup`` writes.
+
+It exists so that the contract is a contract (two backends pass one suite), and for tests and
+tools that want project memory without a database file. Every event is checked in full before
+anything changes, which is what makes ``apply`` atomic here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import msgspec
+
+from memctl.protocol import Category, Entry, EntryCounts, Status
+from memoryd.atomic import write_atomic
+from memoryd.core.capture.findings import SessionFinding
+from memoryd.core.events import (
+    AliasRemoved,
+    AliasSet,
+    BankFileSynced,
+    ConflictDetected,
+    EntriesAccessed,
+    EntriesForgotten,
+    EntriesImported,
+    EntryAdded,
+    EntryReinforced,
+    EntryStatusChanged,
+    Episode,
+    Event,
+    FindingsRecorded,
+    QuarantineReviewed,
+    SessionFinalized,
+    SessionInfo,
+    SettingChanged,
+)
+from memoryd.store.base import FINDING_PREFIX, SessionRecord, StoreConflict, StoreCorrupt
+
+ID_PREFIX_LIMIT = 10
+Setting = int | str | None
+
+
+class _Finding(msgspec.Struct, kw_only=True):
+    finding: SessionFinding
+    promoted_entry_id: str | None = None
+
+
+class _Conflict(msgspec.Struct, frozen=True):
+    entry_a: str
+    entry_b: str
+    conflict_type: str
+    detected_at: float
+    resolved_at: float | None = None
+
+
+class _Snapshot(msgspec.Struct, kw_only=True):
+    """Everything a MemoryStore holds: what ``backup`` writes and ``open_backup`` reads."""
+
+    applied: int
+    last_change: int
+    changes: list[tuple[int, str]]
+    entries: list[Entry]
+    forgotten: dict[str, float]
+    edges: list[tuple[str, str, str, float]]
+    conflicts: list[_Conflict]
+    aliases: dict[str, tuple[str, ...]]
+    settings: dict[str, Setting]
+    sessions: list[SessionRecord]
+    findings: list[_Finding]
+    episodes: list[Episode]
+
+
+def _ascii_lower(text: str) -> str:
+    """Lower-case ASCII letters only: SQLite's LIKE folds exactly these."""
+    return text.translate(_ASCII_FOLD)
+
+
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+class MemoryStore:
+    """Implements ``memoryd.store.base.Store``."""
+
+    def __init__(self) -> None:
+        self._applied = 0
+        self._last_change = 0  # the change sequence counter; never reused, like AUTOINCREMENT
+        self._changes: list[tuple[int, str]] = []
+        self._entries: dict[str, Entry] = {}
+        self._active_by_fp: dict[str, str] = {}  # fingerprint → id of the active entry
+        self._forgotten: dict[str, float] = {}
+        self._edges: dict[tuple[str, str, str], float] = {}
+        self._conflicts: dict[tuple[str, str], _Conflict] = {}
+        self._aliases: dict[str, tuple[str, ...]] = {}
+        self._settings: dict[str, Setting] = {}
+        self._sessions: dict[str, SessionRecord] = {}
+        self._findings: dict[str, _Finding] = {}
+        self._finding_by_key: dict[tuple[str, str], str] = {}  # (session, fingerprint) → id
+        self._episodes: dict[str, Episode] = {}
+
+    @classmethod
+    def open_backup(cls, path: Path) -> MemoryStore:
+        """A store holding what ``backup`` wrote to ``path``. Raises ``StoreCorrupt`` when the
+        file is not such a copy."""
+        try:
+            snap = msgspec.json.decode(path.read_bytes(), type=_Snapshot)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise StoreCorrupt(f"{path}: {exc}") from exc
+        store = cls()
+        store._applied, store._last_change = snap.applied, snap.last_change
+        store._changes = list(snap.changes)
+        for entry in snap.entries:
+            store._put(entry)
+        store._forgotten = dict(snap.forgotten)
+        store._edges = {(a, b, rel): t for a, b, rel, t in snap.edges}
+        store._conflicts = {(c.entry_a, c.entry_b): c for c in snap.conflicts}
+        store._aliases = dict(snap.aliases)
+        store._settings = dict(snap.settings)
+        store._sessions = {s.id: s for s in snap.sessions}
+        for held in snap.findings:
+            f = held.finding
+            store._findings[f.id] = held
+            store._finding_by_key[(f.session_id or "", f.fingerprint)] = f.id
+        store._episodes = {e.id: e for e in snap.episodes}
+        return store
+
+    # ------------------------------------------------------------------ writing
+
+    def applied_audit_seq(self) -> int:
+        return self._applied
+
+    def apply(self, event: Event, audit_seq: int) -> list[str]:
+        if audit_seq <= self._applied:
+            return []
+        ids = self._apply_event(event)  # checks before it changes anything, or raises
+        for entry_id in ids:
+            self._last_change += 1
+            self._changes.append((self._last_change, entry_id))
+        self._applied = audit_seq
+        return ids
+
+    def _apply_event(self, event: Event) -> list[str]:
+        match event:
+            case EntryAdded(entry=e):
+                self._check_new((e,))
+                self._put(e)
+                self._forgotten.pop(e.fingerprint, None)  # remembered by hand: lifts the forget
+                return [e.id]
+            case EntriesImported(entries=batch):
+                self._check_new(batch)
+                for e in batch:
+                    self._put(e)
+                return [e.id for e in batch]
+            case EntryReinforced(id=i, importance=imp, access_count=n, updated_at=t):
+                self._change(i, importance=imp, access_count=n, updated_at=t)
+                return [i]
+            case EntryStatusChanged(id=i, status=s, updated_at=t):
+                self._change(i, status=s, updated_at=t)
+                return [i]
+            case EntriesForgotten(ids=ids):
+                self._forget(ids)
+                return list(ids)
+            case ConflictDetected(entry_a=a, entry_b=b, conflict_type=kind, detected_at=t):
+                self._conflicts.setdefault((a, b), _Conflict(a, b, kind, t))
+                self._edges.setdefault((a, b, "contradicts"), t)
+                return []
+            case EntriesAccessed(accesses=accesses):
+                for i, n, t in accesses:
+                    self._change(i, access_count=n, last_accessed_at=t)
+                return [i for i, _, _ in accesses]
+            case AliasSet(term=term, synonyms=synonyms):
+                self._aliases[term] = tuple(synonyms)
+                return []
+            case AliasRemoved(term=term):
+                self._aliases.pop(term, None)
+                return []
+            case FindingsRecorded(session=info, findings=found):
+                self._record_findings(info, found)
+                return [FINDING_PREFIX + f.id for f in found]
+            case SessionFinalized() as done:
+                return self._finalize(done)
+            case QuarantineReviewed(outcomes=outcomes):
+                for o in outcomes:
+                    held = self._entries.get(o.entry_id)
+                    if held is not None and held.status == "candidate":
+                        self._change(
+                            o.entry_id,
+                            status=o.status,
+                            importance=o.importance,
+                            updated_at=o.updated_at,
+                        )
+                return [o.entry_id for o in outcomes]
+            case SettingChanged(key=key, value=value):
+                # As SQLite keeps it: a boolean comes back as 0 or 1.
+                self._settings[key] = int(value) if isinstance(value, bool) else value
+                return []
+            case BankFileSynced():
+                return []  # the audit log is its record; the memory itself does not change
+
+    def _check_new(self, batch: Sequence[Entry]) -> None:
+        """Refuse a batch that would give an id twice, or two active entries one fingerprint."""
+        ids: set[str] = set()
+        fingerprints: set[str] = set()
+        for e in batch:
+            if e.id in self._entries or e.id in ids:
+                raise StoreConflict(f"entry {e.id} exists already")
+            if not e.archived and (
+                e.fingerprint in self._active_by_fp or e.fingerprint in fingerprints
+            ):
+                raise StoreConflict(f"an active entry has fingerprint {e.fingerprint} already")
+            ids.add(e.id)
+            if not e.archived:
+                fingerprints.add(e.fingerprint)
+
+    def _put(self, entry: Entry) -> None:
+        self._entries[entry.id] = entry
+        if not entry.archived:
+            self._active_by_fp[entry.fingerprint] = entry.id
+
+    def _change(self, entry_id: str, **fields: object) -> None:
+        """Change fields of an entry; an id the store does not hold is left alone (as an SQL
+        UPDATE matching no row)."""
+        held = self._entries.get(entry_id)
+        if held is not None:
+            self._entries[entry_id] = msgspec.structs.replace(held, **fields)
+
+    def _forget(self, ids: Sequence[str]) -> None:
+        gone = set(ids)
+        for entry_id in ids:
+            held = self._entries.pop(entry_id, None)
+            if held is None:
+                continue
+            self._forgotten[held.fingerprint] = held.updated_at
+            if self._active_by_fp.get(held.fingerprint) == entry_id:
+                del self._active_by_fp[held.fingerprint]
+        self._edges = {k: t for k, t in self._edges.items() if not gone & {k[0], k[1]}}
+        self._conflicts = {k: c for k, c in self._conflicts.items() if not gone & set(k)}
+
+    def _record_findings(self, info: SessionInfo, found: Sequence[SessionFinding]) -> None:
+        # Checked first: a second finding of one fingerprint in a session is refused whole.
+        # A finding already held is updated in place (its session and fingerprint stay).
+        keys: dict[tuple[str, str], str] = {}
+        for f in found:
+            if f.id in self._findings:
+                continue
+            key = (info.id, f.fingerprint)
+            owner = keys.get(key) or self._finding_by_key.get(key)
+            if owner is not None and owner != f.id:
+                raise StoreConflict(f"session {info.id} has a finding of {f.fingerprint}")
+            keys[key] = f.id
+        old = self._sessions.get(info.id)
+        self._sessions[info.id] = SessionRecord(
+            id=info.id,
+            # A known session keeps its origin; only its transcript cursor moves.
+            agent=old.agent if old else info.agent,
+            parent_session_id=old.parent_session_id if old else info.parent_session_id,
+            created_at=old.created_at if old else info.created_at,
+            finalized_at=old.finalized_at if old else None,
+            transcript_path=info.transcript_path,
+            transcript_inode=info.transcript_inode,
+            transcript_offset=info.transcript_offset,
+        )
+        for f in found:
+            held = self._findings.get(f.id)
+            if held is None:
+                self._findings[f.id] = _Finding(
+                    finding=msgspec.structs.replace(f, session_id=info.id)
+                )
+                self._finding_by_key[(info.id, f.fingerprint)] = f.id
+            else:
+                # A finding seen again keeps its identity and origin; what extraction refines
+                # (text, weight, file paths, a resolved error) is replaced.
+                held.finding = msgspec.structs.replace(
+                    held.finding,
+                    content=f.content,
+                    importance=f.importance,
+                    confidence=f.confidence,
+                    file_paths=f.file_paths,
+                    resolved_error=f.resolved_error,
+                )
+
+    def _finalize(self, done: SessionFinalized) -> list[str]:
+        self._episodes[done.episode.id] = done.episode
+        taken: set[str] = set()
+        for e in done.promoted:
+            # A replayed event, or an entry remembered by hand meanwhile, is skipped quietly.
+            if e.id in self._entries or (
+                not e.archived and (e.fingerprint in self._active_by_fp or e.fingerprint in taken)
+            ):
+                continue
+            self._put(e)
+            taken.add(e.fingerprint)
+        for finding_id, entry_id in done.promoted_from:
+            if (held := self._findings.get(finding_id)) is not None:
+                held.promoted_entry_id = entry_id
+        if (session := self._sessions.get(done.session_id)) is not None:
+            self._sessions[done.session_id] = msgspec.structs.replace(
+                session, finalized_at=done.finalized_at
+            )
+        return [e.id for e in done.promoted] + [FINDING_PREFIX + f for f, _ in done.promoted_from]
+
+    # ------------------------------------------------------------------ entries
+
+    def _active(self) -> Iterator[Entry]:
+        return (e for e in self._entries.values() if not e.archived)
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self._entries.get(entry_id)
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
+        return {i: self._entries[i] for i in ids if i in self._entries}
+
+    def find_fingerprint(self, fingerprint: str) -> Entry | None:
+        entry_id = self._active_by_fp.get(fingerprint)
+        return None if entry_id is None else self._entries[entry_id]
+
+    def find_id_prefix(self, prefix: str) -> list[Entry]:
+        folded = _ascii_lower(prefix)
+        found = sorted(i for i in self._entries if _ascii_lower(i).startswith(folded))
+        return [self._entries[i] for i in found[:ID_PREFIX_LIMIT]]
+
+    def find_keyword(self, keyword: str, limit: int) -> list[Entry]:
+        folded = _ascii_lower(keyword)
+        found = [e for e in self._active() if folded in _ascii_lower(e.content)]
+        return _newest_first(found)[: max(limit, 0)]
+
+    def list_entries(
+        self,
+        *,
+        category: Category | None,
+        status: Status | None,
+        archived: bool,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[Entry], int]:
+        found = [
+            e
+            for e in self._entries.values()
+            if e.archived == archived
+            and (category is None or e.category == category)
+            and (status is None or e.status == status)
+        ]
+        start = max(offset, 0)
+        return _newest_first(found)[start : start + max(limit, 0)], len(found)
+
+    def iter_all(self) -> Iterator[Entry]:
+        for entry_id in sorted(self._entries):
+            yield self._entries[entry_id]
+
+    def counts(self) -> EntryCounts:
+        counts = EntryCounts()
+        for e in self._entries.values():
+            if e.archived:
+                counts.archived += 1
+            else:
+                setattr(counts, e.status, getattr(counts, e.status) + 1)
+        return counts
+
+    def pinned(self, limit: int) -> list[Entry]:
+        return _newest_first([e for e in self._active() if e.status == "pinned"])[: max(limit, 0)]
+
+    def pinned_fingerprints(self) -> set[str]:
+        return {e.fingerprint for e in self._active() if e.status == "pinned"}
+
+    def candidates_created_before(self, cutoff: float) -> list[Entry]:
+        found = [e for e in self._active() if e.status == "candidate" and e.created_at <= cutoff]
+        return sorted(found, key=lambda e: (e.created_at, e.id))
+
+    def is_forgotten(self, fingerprint: str) -> bool:
+        return fingerprint in self._forgotten
+
+    def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        wanted = set(ids)
+        found = [
+            c
+            for c in self._conflicts.values()
+            if c.resolved_at is None and (c.entry_a in wanted or c.entry_b in wanted)
+        ]
+        found.sort(key=lambda c: (c.detected_at, c.entry_a, c.entry_b))
+        return [(c.entry_a, c.entry_b) for c in found]
+
+    # ------------------------------------------------------------------ change log
+
+    def change_seq(self) -> int:
+        return self._changes[-1][0] if self._changes else 0
+
+    def changed_since(self, seq: int) -> tuple[list[str], int]:
+        newer = [(s, i) for s, i in self._changes if s > seq]
+        if not newer:
+            return [], max(seq, self.change_seq())
+        return list(dict.fromkeys(i for _, i in newer)), newer[-1][0]
+
+    def prune_changes(self, upto_seq: int) -> None:
+        if self._changes:
+            newest = self._changes[-1][0]
+            self._changes = [(s, i) for s, i in self._changes if s > upto_seq or s == newest]
+
+    # ------------------------------------------------------------------ project settings
+
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        return dict(self._aliases)
+
+    def setting(self, key: str) -> object:
+        return self._settings.get(key)
+
+    # ------------------------------------------------------------------ session memory
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        return self._sessions.get(session_id)
+
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+    def finding_count(self) -> int:
+        return len(self._findings)
+
+    def findings(self, session_id: str) -> list[SessionFinding]:
+        found = [h.finding for h in self._findings.values() if h.finding.session_id == session_id]
+        return sorted(found, key=lambda f: (f.offset, f.id))
+
+    def get_findings(self, ids: Sequence[str]) -> dict[str, SessionFinding]:
+        return {i: self._findings[i].finding for i in ids if i in self._findings}
+
+    def iter_findings(self) -> Iterator[SessionFinding]:
+        for finding_id in sorted(self._findings):
+            yield self._findings[finding_id].finding
+
+    def promoted_findings(self, ids: Sequence[str]) -> set[str]:
+        return {
+            i
+            for i in ids
+            if (held := self._findings.get(i)) is not None and held.promoted_entry_id is not None
+        }
+
+    def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
+        wanted = set(session_ids)
+        found = [
+            h.finding
+            for h in self._findings.values()
+            if h.promoted_entry_id is None and h.finding.session_id in wanted
+        ]
+        found.sort(key=lambda f: (-f.importance, f.offset, f.id))
+        return found[: max(limit, 0)]
+
+    def spread(
+        self, fingerprints: Sequence[str]
+    ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        wanted = set(fingerprints)
+        sessions: dict[str, set[str]] = {}
+        agents: dict[str, set[str]] = {}
+        for held in self._findings.values():
+            f = held.finding
+            if f.fingerprint in wanted:
+                sessions.setdefault(f.fingerprint, set()).add(f.session_id or "")
+                agents.setdefault(f.fingerprint, set()).add(f.agent)
+        return sessions, agents
+
+    def episodes(self, limit: int, session_id: str | None = None) -> list[Episode]:
+        found = [e for e in self._episodes.values() if not session_id or e.session_id == session_id]
+        ended = sorted((e for e in found if e.ended_at is not None), key=lambda e: e.id)
+        ended.sort(key=lambda e: e.ended_at or 0.0, reverse=True)  # stable: ids stay in order
+        never = sorted((e for e in found if e.ended_at is None), key=lambda e: e.id)
+        return [*ended, *never][: max(limit, 0)]
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def integrity(self) -> str:
+        return "ok"
+
+    def backup(self, target: Path) -> int:
+        snap = _Snapshot(
+            applied=self._applied,
+            last_change=self._last_change,
+            changes=list(self._changes),
+            entries=list(self._entries.values()),
+            forgotten=dict(self._forgotten),
+            edges=[(a, b, rel, t) for (a, b, rel), t in self._edges.items()],
+            conflicts=list(self._conflicts.values()),
+            aliases=dict(self._aliases),
+            settings=dict(self._settings),
+            sessions=list(self._sessions.values()),
+            findings=list(self._findings.values()),
+            episodes=list(self._episodes.values()),
+        )
+        write_atomic(target, msgspec.json.encode(snap), 0o600)
+        return self._applied
+
+    def close(self) -> None:
+        pass  # nothing is held but memory
+
+
+def _newest_first(entries: list[Entry]) -> list[Entry]:
+    """Most recently updated first, ties by id (the order SQLite's listing gives)."""
+    by_id = sorted(entries, key=lambda e: e.id)
+    return sorted(by_id, key=lambda e: e.updated_at, reverse=True)
