@@ -103,6 +103,14 @@ SAMPLE_COUNTS: dict[str, Expected] = {
     # 46 lines: 28 assistant (11 text + 17 tool_use), 18 user (1 prompt + 17 tool_result).
     # 1 error (Edit before Read); files tokenizer.js and tokenizer.css (Grep paths are not files).
     "claude/b25638d7-b104-4f06-a797-70ac33d069ed.jsonl": Expected(46, 17, 17, 1, 2, 0),
+    # The three long sessions (issue 19's labelled set). Calls, results and is_error results were
+    # counted from the raw records (every tool_use / tool_result block, independently of the
+    # parser): 71/71/6, 108/108/4, 76/76/7. Messages, files and injected are the parser's counts
+    # when the samples were added (queue-operation and file-history-snapshot records are known
+    # kinds and make no message), kept here so that a change to them is noticed.
+    "claude/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl": Expected(165, 71, 71, 6, 16, 5),
+    "claude/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl": Expected(299, 108, 108, 4, 9, 7),
+    "claude/cb2e607c-c758-415a-8b45-c49e4631906a.jsonl": Expected(207, 76, 76, 7, 3, 6),
     # 63 lines: 4 developer + 3 user + 6 assistant response_item messages, 5 function_call,
     # 5 function_call_output, 1 event_msg user_message (the prompt); the rest is reasoning,
     # token_count, agent_* mirrors, turn_context. Injected: 4 developer + 3 user response items
