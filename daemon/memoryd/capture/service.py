@@ -32,14 +32,14 @@ from memoryd.capture import parsers
 from memoryd.capture.parsers.base import ParserState
 from memoryd.capture.tail import Cursor, read_document, read_new
 from memoryd.core import redaction
-from memoryd.core.capture.episodes import build_episode
 from memoryd.core.capture.extraction import extract
+from memoryd.core.capture.finalization import SessionClose, plan_finalization
 from memoryd.core.capture.findings import SessionFinding, finding_id
-from memoryd.core.capture.promotion import candidate_entry, plan_promotion
+from memoryd.core.capture.promotion import Preset
 from memoryd.core.capture.rules import ExtractionRule
 from memoryd.core.capture.transcript import Agent, Message
 from memoryd.core.errors import MemorydError
-from memoryd.core.events import FindingsRecorded, SessionFinalized, SessionInfo
+from memoryd.core.events import FindingsRecorded, SessionInfo
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
 
@@ -103,7 +103,7 @@ class CaptureService:
         rules: tuple[ExtractionRule, ...],
         checkpoint_every: int = 10,
         idle_minutes: float = 30.0,
-        default_preset: str = "balanced",
+        default_preset: Preset = "balanced",
         clock: Callable[[], float] = time.time,
         log: Any = None,
     ) -> None:
@@ -361,37 +361,22 @@ class CaptureService:
         findings = self._checkpoint(live, full=not incremental)
         if incremental:
             findings = project.session_findings(live.session_id)
-        now = self._clock()
-        decisions = self._decide(project, findings)
-        by_id = {f.id: f for f in findings}
-        promoted, promoted_from = [], []
-        for decision in decisions:
-            finding = by_id[decision.finding_id]
-            if not decision.promoted or not self._promotable(project, finding):
-                continue
-            entry = candidate_entry(
-                finding, entry_id=uuid.uuid4().hex, now=now, transcript_path=path
-            )
-            promoted.append(entry)
-            promoted_from.append((finding.id, entry.id))
-        # One episode per session: Codex sends Stop after every turn; a later finalization
-        # refreshes the same episode instead of adding another.
-        episode = build_episode(
-            episode_id=finding_id(live.session_id, "episode"),
+        spread = project.finding_spread([f.fingerprint for f in findings])
+        close = SessionClose(
             session_id=live.session_id,
             agent=live.agent,
+            reason=reason,
+            transcript_path=path,
             messages=self._all_messages(live) if live.resumed else live.messages,
             findings=findings,
-            redact=_redact,
+            preset=project.preset() or self.default_preset,
+            sessions_by_fingerprint=spread[0],
+            agents_by_fingerprint=spread[1],
+            pinned_fingerprints=project.pinned_fingerprints(),
+            not_promotable={f.id for f in findings if not project.promotable(f)},
         )
-        finalized = SessionFinalized(
-            session_id=live.session_id,
-            reason=reason,
-            finalized_at=now,
-            episode=episode,
-            decisions=tuple(decisions),
-            promoted=tuple(promoted),
-            promoted_from=tuple(promoted_from),
+        finalized = plan_finalization(
+            close, now=self._clock(), new_id=lambda: uuid.uuid4().hex, redact=_redact
         )
         project.commit(finalized)
         live.finalized = live.closed_before = True
@@ -405,25 +390,9 @@ class CaptureService:
                 session=live.session_id,
                 reason=reason,
                 findings=len(findings),
-                promoted=len(promoted),
+                promoted=len(finalized.promoted),
             )
         return True
-
-    @staticmethod
-    def _promotable(project: ProjectMemory, finding: SessionFinding) -> bool:
-        """Not already in memory, not promoted before, not something the user forgot."""
-        return project.promotable(finding)
-
-    def _decide(self, project: ProjectMemory, findings: list[SessionFinding]) -> list[Any]:
-        sessions, agents = project.finding_spread([f.fingerprint for f in findings])
-        preset = project.preset() or self.default_preset
-        return plan_promotion(
-            findings,
-            preset=preset,  # type: ignore[arg-type]
-            sessions_by_fingerprint=sessions,
-            agents_by_fingerprint=agents,
-            pinned_fingerprints=project.pinned_fingerprints(),
-        )
 
     def finalize_idle(self) -> int:
         """Finalize sessions with no new line for ``idle_minutes``, and let go of the ones that
