@@ -39,9 +39,7 @@ def test_core_imports_no_io_statically() -> None:
     for path in (ROOT / "daemon" / "memoryd" / "core").rglob("*.py"):
         bad = _imports(path) & FORBIDDEN_IN_CORE
         assert not bad, f"{path} imports {bad}"
-        outside = {
-            n for n in _modules(path) if n.split(".")[0] == "memoryd" and not _in_core(n)
-        }
+        outside = {n for n in _modules(path) if n.split(".")[0] == "memoryd" and not _in_core(n)}
         assert not outside, f"{path} imports {outside}: the core imports only the core"
 
 
