@@ -180,6 +180,37 @@ def until(check: Callable[[], Any], what: str, deadline_s: float = UNTIL_DEADLIN
     raise AssertionError(f"not within {deadline_s}s: {what}")
 
 
+# Scores within this fraction of each other count as tied: a rebuilt or upgraded index may order
+# them either way. (tantivy keeps deleted documents in its BM25 statistics until segments merge,
+# so an index that grew by commits and one rebuilt in one go give the same ranking with scores a
+# few per cent apart.)
+SCORE_TIE = 0.05
+
+
+def assert_same_ranking(before: list[dict], after: list[dict], tie: float = SCORE_TIE) -> None:
+    """The promise of search across an index rebuild: the same results, in the same order, with
+    the same fields; only the score may move. Results whose scores were within ``tie`` of each
+    other (relative) may come back in either order among themselves."""
+
+    def fields(results: list[dict]) -> dict[str, dict]:
+        return {r["id"]: {k: v for k, v in r.items() if k != "score"} for r in results}
+
+    assert fields(after) == fields(before)
+    assert all(r["score"] > 0 for r in after)
+    groups: list[list[str]] = []  # runs of near-equal scores, in ranked order
+    for previous, result in zip([None, *before], before, strict=False):
+        if previous is not None and previous["score"] - result["score"] <= tie * previous["score"]:
+            groups[-1].append(result["id"])
+        else:
+            groups.append([result["id"]])
+    ranked = [r["id"] for r in after]
+    position = 0
+    for group in groups:
+        got = ranked[position : position + len(group)]
+        assert sorted(got) == sorted(group), f"ranking changed: {ranked} after, {groups} before"
+        position += len(group)
+
+
 def ok_json(env: Env, *args: str, stdin: str | None = None) -> dict:
     result = memctl(env, "--json", *args, stdin=stdin)
     assert result.code == 0, f"memctl {args} exited {result.code}: {result.stderr}"

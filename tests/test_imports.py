@@ -13,14 +13,21 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_CORE = {"zmq", "watchdog", "apscheduler", "sqlite3", "structlog"}
 
 
-def _imports(path: Path) -> set[str]:
+def _modules(path: Path) -> set[str]:
+    """The dotted names of the modules ``path`` imports (relative imports as written: none of
+    our packages uses them)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
     return names
+
+
+def _imports(path: Path) -> set[str]:
+    """The top-level packages ``path`` imports."""
+    return {name.split(".")[0] for name in _modules(path)}
 
 
 def test_client_never_imports_daemon_statically() -> None:
@@ -32,7 +39,21 @@ def test_core_imports_no_io_statically() -> None:
     for path in (ROOT / "daemon" / "memoryd" / "core").rglob("*.py"):
         bad = _imports(path) & FORBIDDEN_IN_CORE
         assert not bad, f"{path} imports {bad}"
-        assert not {n for n in _imports(path) if n == "memoryd"} - {"memoryd"}
+        outside = {n for n in _modules(path) if n.split(".")[0] == "memoryd" and not _in_core(n)}
+        assert not outside, f"{path} imports {outside}: the core imports only the core"
+
+
+def _in_core(module: str) -> bool:
+    return module == "memoryd.core" or module.startswith("memoryd.core.")
+
+
+def test_the_core_import_check_sees_dotted_names(tmp_path: Path) -> None:
+    """The check above looks at full module names, so ``from memoryd.project import ...`` in the
+    core would fail it (a check on top-level names alone cannot tell it from the core's own)."""
+    module = tmp_path / "m.py"
+    module.write_text("import memoryd.core.entries\nfrom memoryd.project import ProjectMemory\n")
+    assert _modules(module) == {"memoryd.core.entries", "memoryd.project"}
+    assert [_in_core(m) for m in sorted(_modules(module))] == [True, False]
 
 
 def _modules_after(code: str) -> set[str]:

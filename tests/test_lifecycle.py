@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, Daemon, Env, memctl, ok_json
+from conftest import BIN, Daemon, Env, assert_same_ranking, memctl, ok_json
 
 
 def test_socket_and_directory_are_private(env: Env, daemon: Daemon) -> None:
@@ -160,7 +160,11 @@ def _project_dir(env: Env) -> Path:
     return next((env.data / "projects").iterdir())
 
 
-def test_deleted_index_is_rebuilt_with_identical_results(env: Env, daemon: Daemon) -> None:
+def test_deleted_index_is_rebuilt_with_the_same_ranking(env: Env, daemon: Daemon) -> None:
+    """A rebuilt index finds the same entries in the same order. Each ``check`` commits the index,
+    so the index before the rebuild grew by several commits, as a daemon's does over a day (its
+    BM25 statistics then still count replaced documents, and its scores differ from a rebuilt
+    one's by a few per cent: the ranking is the promise, not the float)."""
     for text in (
         "Auth tokens expire after one hour",
         "The auth service is written in Go",
@@ -168,12 +172,14 @@ def test_deleted_index_is_rebuilt_with_identical_results(env: Env, daemon: Daemo
         "Token refresh happens in middleware",
     ):
         ok_json(env, "remember", text)
+        assert ok_json(env, "check")["index"] == "ok"
     before = ok_json(env, "search", "auth token", "-k", "10")["results"]
+    assert before[0]["content"] == "Auth tokens expire after one hour" and len(before) >= 3
     daemon.stop()
     shutil.rmtree(_project_dir(env) / "index")
     again = Daemon(env).start()
     try:
-        assert ok_json(env, "search", "auth token", "-k", "10")["results"] == before
+        assert_same_ranking(before, ok_json(env, "search", "auth token", "-k", "10")["results"])
         status = ok_json(env, "status")["project"]["index"]
         assert status["rebuilt_at_open"] == "missing index" and status["documents"] == 4
     finally:
