@@ -7,6 +7,7 @@ handed the part it needs. ``config.example.toml`` is rendered from this model by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -295,6 +296,40 @@ def load(config_file: Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
     # Validated already; re-wrap as plain Settings (validation only, no sources read again).
     return Settings.model_validate(loaded.model_dump())
+
+
+# What a running daemon applies on SIGHUP, per section; a change to any other setting is named in
+# ``needs_restart_for`` (the socket, storage, what the watcher and the bank LLM were started with).
+LIVE_SETTINGS: dict[str, frozenset[str]] = {
+    "logging": frozenset(LoggingSettings.model_fields),
+    "jobs": frozenset(JobsSettings.model_fields),
+    "retrieval": frozenset(RetrievalSettings.model_fields),
+    "slo": frozenset(SloSettings.model_fields),
+    "capture": frozenset({"preset", "idle_minutes", "checkpoint_every"}),
+    "banks": frozenset({"sync_interval_s"}),
+}
+
+
+@dataclass(frozen=True)
+class Reload:
+    """What a reload changes: ``applied`` live, and ``needs_restart_for`` (``section.key``)."""
+
+    applied: tuple[str, ...]
+    needs_restart_for: tuple[str, ...]
+
+
+def plan_reload(running: Settings, fresh: Settings) -> Reload:
+    """Compare the settings the daemon runs with to freshly loaded ones, key by key."""
+    applied: list[str] = []
+    restart: list[str] = []
+    for section in Settings.model_fields:
+        before = getattr(running, section).model_dump()
+        after = getattr(fresh, section).model_dump()
+        for key in after:
+            if before.get(key) != after[key]:
+                live = key in LIVE_SETTINGS.get(section, frozenset())
+                (applied if live else restart).append(f"{section}.{key}")
+    return Reload(tuple(applied), tuple(restart))
 
 
 def data_dir(settings: Settings) -> Path:

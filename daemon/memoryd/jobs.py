@@ -26,12 +26,13 @@ class Jobs:
     ) -> None:
         self._zctx = zctx
         self._scheduler = BackgroundScheduler(daemon=True)
-        for job, seconds in (
-            ("index_commit", index_commit_s),  # also flushes access counts and capture cursors
-            ("capture_idle", capture_idle_s),  # finalize sessions that went quiet
-            ("quarantine", quarantine_s),  # review candidates past their 24 h
-            ("bank_sync", bank_sync_s),  # write the bank cache's pending changes
-        ):
+        self._intervals = {
+            "index_commit": index_commit_s,  # also flushes access counts and capture cursors
+            "capture_idle": capture_idle_s,  # finalize sessions that went quiet
+            "quarantine": quarantine_s,  # review candidates past their 24 h
+            "bank_sync": bank_sync_s,  # write the bank cache's pending changes
+        }
+        for job, seconds in self._intervals.items():
             self._scheduler.add_job(
                 self._post,
                 "interval",
@@ -48,9 +49,24 @@ class Jobs:
     def _post(self, job: str) -> None:
         messages.post(self._zctx, messages.Tick(job))
 
-    def reschedule(self, *, index_commit_s: float, bank_sync_s: float) -> None:
-        self._scheduler.reschedule_job("index_commit", trigger="interval", seconds=index_commit_s)
-        self._scheduler.reschedule_job("bank_sync", trigger="interval", seconds=bank_sync_s)
+    def reschedule(
+        self,
+        *,
+        index_commit_s: float,
+        capture_idle_s: float,
+        quarantine_s: float,
+        bank_sync_s: float,
+    ) -> None:
+        """New intervals (SIGHUP); a job whose interval is unchanged keeps its next run time."""
+        for job, seconds in (
+            ("index_commit", index_commit_s),
+            ("capture_idle", capture_idle_s),
+            ("quarantine", quarantine_s),
+            ("bank_sync", bank_sync_s),
+        ):
+            if seconds != self._intervals[job]:
+                self._scheduler.reschedule_job(job, trigger="interval", seconds=seconds)
+                self._intervals[job] = seconds
 
     def start(self) -> None:
         self._scheduler.start()

@@ -44,6 +44,16 @@ class Recall:
         self._clock = clock
         self._log = log
 
+    def configure(
+        self, config: retrieval.RetrievalConfig, default_ceiling: int, slo: SloMonitor | None
+    ) -> None:
+        """New settings, from the next search on (SIGHUP). ``slo``: a monitor with new
+        thresholds (its window starts empty), or None to keep the current one."""
+        self.config = config
+        self.default_ceiling = default_ceiling
+        if slo is not None:
+            self.slo = slo
+
     # ------------------------------------------------------------------ pipeline
 
     def _ranked(

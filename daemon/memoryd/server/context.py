@@ -1,8 +1,10 @@
-"""What every handler gets: the daemon's parts (``DaemonContext``), and ``Parked``, the answer
-of a handler that has to wait (a long poll, an LLM thinking) without holding the owner thread."""
+"""What every handler gets: the daemon's parts (``DaemonContext``), its run state (``Lifecycle``),
+and ``Parked``, the answer of a handler that has to wait (a long poll, an LLM thinking) without
+holding the owner thread."""
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +15,9 @@ import msgspec
 from memctl import protocol as p
 from memoryd.background import BackgroundErrors
 from memoryd.banks.service import BankService
+from memoryd.banks.writer import BankWriter
 from memoryd.capture.service import CaptureService
+from memoryd.capture.watcher import TranscriptWatcher
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 
@@ -27,16 +31,54 @@ def unique_id(req: p.Request[Any]) -> str:
     return req.id if isinstance(req.id, str) and len(req.id) >= UNIQUE_ID_CHARS else ""
 
 
+class RunState(enum.Enum):
+    RUNNING = "running"
+    STOPPING = "stopping"
+
+
 @dataclass
+class Lifecycle:
+    """Whether the loop keeps serving. Changed only on the owner thread, by a handler (a
+    ``shutdown`` request, a SIGTERM turned into ``StopRequested``); the loop reads it."""
+
+    state: RunState = RunState.RUNNING
+    reason: str = ""
+    # A client waits for the reply to its ``shutdown``: the loop must see it leave first.
+    wait_for_client: bool = False
+
+    def stop(self, reason: str, *, wait_for_client: bool = False) -> bool:
+        """Ask the loop to stop; False if it was stopping already."""
+        if self.state is RunState.STOPPING:
+            return False
+        self.state, self.reason, self.wait_for_client = RunState.STOPPING, reason, wait_for_client
+        return True
+
+
+@dataclass(frozen=True)
 class DaemonContext:
+    """The parts handlers work with, built once by the composition root (``memoryd.app``).
+
+    ``reload`` re-reads the configuration and applies what can change live (the composition root
+    alone reads configuration); ``backfill_days`` is how far back a transcript folder that
+    appears later is caught up."""
+
     registry: ProjectRegistry
     errors: BackgroundErrors
     endpoint: str
-    request_stop: Callable[[str], None]
     recall: Recall
+    reload: Callable[[], None]
+    log: Any
     capture: CaptureService | None = None
     banks: BankService | None = None
+    bank_writer: BankWriter | None = None
+    watcher: TranscriptWatcher | None = None
+    backfill_days: float = 0.0
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
     started: float = field(default_factory=time.monotonic)
+
+    def request_stop(self, reason: str) -> None:
+        if self.lifecycle.stop(reason, wait_for_client=reason == "shutdown request"):
+            self.log.info("stopping", reason=reason)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import zmq
 from memctl import protocol as p
 from memoryd import messages
 from memoryd.core.errors import MemorydError
-from memoryd.server.context import DaemonContext, Parked, unique_id
+from memoryd.server.context import DaemonContext, Parked, RunState, unique_id
 from memoryd.server.handlers import HANDLERS
+from memoryd.server.handlers.internal import INTERNAL_HANDLERS
 
 DRAIN_BATCH = 64
 CLOSE_LINGER_MS = 1000
@@ -45,20 +46,17 @@ class Server:
         *,
         max_message_bytes: int,
         reply_cache_size: int,
-        on_internal: Callable[[messages.Internal], None],
         log: Any,
         idle_work: Callable[[], bool] | None = None,
     ) -> None:
         self.context = context
         self._log = log
-        self._on_internal = on_internal
         # Queued background work done between messages, a piece per loop turn; returns whether
         # more remains (then the loop does not sleep).
-        self.idle_work = idle_work
+        self._idle_work = idle_work
         self._reply_cache: OrderedDict[str, bytes] = OrderedDict()
         self._reply_cache_size = reply_cache_size
         self._parked: list[_ParkedRequest] = []
-        self.stopping = False
         p.build_request_decoder()
         self.router = zctx.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
@@ -90,7 +88,7 @@ class Server:
         poller.register(self._sig_r.fileno(), zmq.POLLIN)
         try:
             more_work = False
-            while not self.stopping:
+            while self.context.lifecycle.state is RunState.RUNNING:
                 ready = dict(poller.poll(0 if more_work else self._poll_timeout_ms()))
                 if self._sig_r.fileno() in ready:
                     self._drain_signals()
@@ -106,10 +104,10 @@ class Server:
                 signal.signal(sig, handler)
 
     def _idle_step(self) -> bool:
-        if self.idle_work is None:
+        if self._idle_work is None:
             return False
         try:
-            return self.idle_work()
+            return self._idle_work()
         except Exception as exc:
             self._log.exception("idle_work_failed")
             self.context.errors.record(f"background work failed: {type(exc).__name__}: {exc}")
@@ -147,10 +145,11 @@ class Server:
             self._handle_internal(message)
 
     def _handle_internal(self, message: messages.Internal) -> None:
-        """Background work (a transcript, a tick, a reload) that fails is reported to the next
-        client and logged; it must never stop the loop."""
+        """``INTERNAL_HANDLERS[type(message)]``, as a request goes to ``HANDLERS``. Background
+        work (a transcript, a tick, a reload) that fails is reported to the next client and
+        logged; it must never stop the loop."""
         try:
-            self._on_internal(message)
+            INTERNAL_HANDLERS[type(message)](self.context, message)
         except Exception as exc:
             self._log.exception("internal_message_failed", message=type(message).__name__)
             self.context.errors.record(
@@ -289,6 +288,8 @@ class Server:
         op: str = "-",
     ) -> bytes:
         reply.previous_errors = self.context.errors.take()
+        if self.context.lifecycle.wait_for_client:
+            self._watch_disconnects()
         encoded = p.encode(reply)
         self._send(envelope, encoded)
         outcome = "ok" if isinstance(reply, p.Ok) else reply.code.value
@@ -339,7 +340,7 @@ class Server:
             self._answer(item.envelope, item.request, reply, item.started)
         self._parked = waiting
 
-    def watch_disconnects(self) -> None:
+    def _watch_disconnects(self) -> None:
         """Start watching for clients leaving, before the reply to a ``shutdown`` is sent.
 
         A client with IMMEDIATE=1 drops a reply still unread in its pipe when the daemon's end
@@ -348,10 +349,6 @@ class Server:
             self._disconnects = self.router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
 
     def close(self) -> None:
-        if self._disconnects is not None:
-            self._disconnects.poll(CLOSE_LINGER_MS)
-            self.router.disable_monitor()
-            self._disconnects.close(linger=0)
         for item in self._parked:
             self._reply(
                 item.envelope,
@@ -360,6 +357,10 @@ class Server:
                 item.started,
             )
         self._parked = []
+        if self._disconnects is not None:
+            self._disconnects.poll(CLOSE_LINGER_MS)
+            self.router.disable_monitor()
+            self._disconnects.close(linger=0)
         # Let replies already queued (the answer to a `shutdown` request among them) leave.
         self.router.close(linger=CLOSE_LINGER_MS)
         self.mailbox.close(linger=0)

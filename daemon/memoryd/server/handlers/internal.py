@@ -1,0 +1,101 @@
+"""The dispatch table of internal messages: what signals, the watcher, the scheduler and the bank
+writer post to the owner thread. Same shape as the request table: ``handler(ctx, message)``, run
+by the loop one message at a time; a handler that raises is logged and reported to the next client.
+
+SIGTERM/SIGINT arrive as ``StopRequested`` and SIGHUP as ``ReloadRequested``, so a signal takes
+the path of every other message instead of running code in a signal handler.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memoryd import messages
+from memoryd.banks.service import BankService
+from memoryd.server.context import DaemonContext
+
+InternalHandler = Callable[[DaemonContext, Any], None]
+
+
+def stop(ctx: DaemonContext, message: messages.StopRequested) -> None:
+    ctx.request_stop(message.reason)
+
+
+def reload(ctx: DaemonContext, message: messages.ReloadRequested) -> None:
+    ctx.reload()
+
+
+def file_changed(ctx: DaemonContext, message: messages.FileChanged) -> None:
+    if ctx.banks is not None and BankService.is_lifecycle_file(message.path):
+        ctx.banks.file_changed(message.path)
+    elif ctx.capture is not None:
+        ctx.capture.file_changed(message.path)
+
+
+def banks_written(ctx: DaemonContext, message: messages.BanksWritten) -> None:
+    if ctx.banks is not None and ctx.bank_writer is not None:
+        ctx.banks.written(ctx.bank_writer.results())
+
+
+def wake(ctx: DaemonContext, message: messages.Wake) -> None:
+    """Nothing to do here: the loop looks at parked requests after every message."""
+
+
+def tick(ctx: DaemonContext, message: messages.Tick) -> None:
+    job = JOBS.get(message.job)
+    if job is None:
+        ctx.log.warning("unknown_job", job=message.job)
+        return
+    job(ctx)
+
+
+def _index_commit(ctx: DaemonContext) -> None:
+    """Also flushes access counts and capture cursors."""
+    for project in ctx.registry.opened():
+        project.catch_up()
+        project.flush_accesses()
+        project.sync_index()
+    if ctx.capture is not None:
+        ctx.capture.save_cursors()
+
+
+def _bank_sync(ctx: DaemonContext) -> None:
+    if ctx.banks is not None:
+        ctx.banks.sync_due()
+
+
+def _capture_idle(ctx: DaemonContext) -> None:
+    """Finalize quiet sessions; a transcript folder missing at start (the agent was installed
+    later) is watched once it exists, and what it already holds is caught up."""
+    if ctx.capture is None:
+        return
+    if ctx.watcher is not None:
+        appeared = ctx.watcher.watch_missing()
+        if appeared:
+            ctx.log.info("capture_roots_appeared", roots=[r.path for r in appeared])
+            ctx.capture.queue(ctx.watcher.scan(ctx.backfill_days, time.time(), roots=appeared))
+    ctx.capture.finalize_idle()
+
+
+def _quarantine(ctx: DaemonContext) -> None:
+    for project in ctx.registry.opened():
+        project.review_quarantine(time.time())
+
+
+JOBS: dict[str, Callable[[DaemonContext], None]] = {
+    "index_commit": _index_commit,
+    "bank_sync": _bank_sync,
+    "capture_idle": _capture_idle,
+    "quarantine": _quarantine,
+}
+
+INTERNAL_HANDLERS: dict[type[messages.Internal], InternalHandler] = {
+    messages.StopRequested: stop,
+    messages.ReloadRequested: reload,
+    messages.FileChanged: file_changed,
+    messages.BanksWritten: banks_written,
+    messages.Wake: wake,
+    messages.Tick: tick,
+}
