@@ -338,14 +338,14 @@ def _final_bank_sync(banks: BankService, writer: BankWriter, log: Any) -> None:
     it stays in the journal and is written at the next start. Bounded by a deadline."""
     cache = banks.cache
     deadline = time.monotonic() + FINAL_SYNC_S
-    cache.sync(retry_failed=False)
+    cache.sync_except_failed()
     while cache.busy():
         result = writer.next_result(deadline - time.monotonic())
         if result is None:
             log.error("bank_final_sync_timeout", pending=cache.pending())
             break
         banks.written([result, *writer.results()])
-        cache.sync(retry_failed=False)
+        cache.sync_except_failed()
     if not writer.stop():
         log.error("bank_writer_hung")
     cache.close()

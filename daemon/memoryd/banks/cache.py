@@ -283,16 +283,10 @@ class BankCache:
 
     # -- syncing -------------------------------------------------------------------------------
 
-    def sync(self, root: Path | None = None, *, retry_failed: bool = True) -> int:
+    def sync(self, root: Path | None = None) -> int:
         """Hand every file with pending operations (of one bank, or all) to the writer, those
         whose last write failed included (tried again). Returns how many files were handed
-        over.
-
-        ``retry_failed`` is transitional: the composition root still passes
-        ``retry_failed=False`` for its final sync; it goes once that calls
-        ``sync_except_failed()``."""
-        if not retry_failed:
-            return self.sync_except_failed()
+        over."""
         banks = [self.bank(root)] if root is not None else list(self._banks.values())
         return self._hand_over(banks, lambda file: True)
 
