@@ -139,9 +139,20 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
     env: Env, daemon: Daemon
 ) -> None:
     assert ok_json(env, "budget")["default"] != 1234
+    ok_json(env, "remember", "deploy rollout goes blue green", "--category", "decision")
+    ok_json(env, "remember", "deploy rollout goes canary first", "--category", "discovery")
+
+    def first_category() -> str:
+        return str(ok_json(env, "search", "deploy rollout")["results"][0]["category"])
+
+    assert first_category() == "decision"
     config = Path(env.vars["XDG_CONFIG_HOME"]) / "memoryd" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text("[retrieval]\nbudget_ceiling = 1234\n\n[storage]\nindex_heap_mb = 32\n")
+    config.write_text(
+        "[retrieval]\nbudget_ceiling = 1234\n"
+        "category_weights = { decision = 0.5, discovery = 3.0 }\n\n"
+        "[storage]\nindex_heap_mb = 32\n"
+    )
     daemon.proc.send_signal(signal.SIGHUP)
     # Every reply after the reload carries the new ceiling; the first one also carries the
     # warning that storage needs a restart (each background warning is reported once).
@@ -155,6 +166,7 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
         return bool(json.loads(result.stdout)["default"] == 1234)
 
     until(reloaded, "the budget ceiling follows the reloaded configuration")
+    assert first_category() == "discovery"  # the new category weights rank the search
 
     def warned() -> bool:
         nonlocal warnings
@@ -167,7 +179,7 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
     assert "retrieval" not in warnings  # applied live, so not named as needing a restart
     events = [json.loads(line) for line in (env.state / "memoryd.log").read_text().splitlines()]
     reload = next(e for e in events if e["event"] == "reloaded")
-    assert reload["applied"] == ["retrieval.budget_ceiling"]
+    assert reload["applied"] == ["retrieval.category_weights", "retrieval.budget_ceiling"]
     assert reload["needs_restart_for"] == ["storage.index_heap_mb"]
 
     # Unapplied settings keep their running value: a second reload still names them.
