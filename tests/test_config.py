@@ -66,3 +66,36 @@ def test_invalid_values_are_clear(tmp_path: Path, text: str, fragment: str | Non
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(config.ConfigError, match="does not exist"):
         config.load(tmp_path / "absent.toml")
+
+
+def test_plan_reload_names_what_applies_live_and_what_needs_a_restart() -> None:
+    running = config.Settings()
+    fresh = config.Settings.model_validate(
+        {
+            "retrieval": {"budget_ceiling": 1234, "top_k": 7},
+            "slo": {"degrade_above_ms": 500.0},
+            "logging": {"level": "debug"},
+            "jobs": {"quarantine_check_s": 60.0},
+            "capture": {"preset": "aggressive", "enabled": False},
+            "banks": {"sync_interval_s": 5.0, "llm_model": "m"},
+            "storage": {"index_heap_mb": 32},
+            "server": {"reply_cache_size": 10},
+        }
+    )
+    plan = config.plan_reload(running, fresh)
+    assert set(plan.applied) == {
+        "retrieval.budget_ceiling",
+        "retrieval.top_k",
+        "slo.degrade_above_ms",
+        "logging.level",
+        "jobs.quarantine_check_s",
+        "capture.preset",
+        "banks.sync_interval_s",
+    }
+    assert set(plan.needs_restart_for) == {
+        "capture.enabled",
+        "banks.llm_model",
+        "storage.index_heap_mb",
+        "server.reply_cache_size",
+    }
+    assert config.plan_reload(running, config.Settings()) == config.Reload((), ())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, Daemon, Env, assert_same_ranking, memctl, ok_json
+from conftest import BIN, Daemon, Env, assert_same_ranking, memctl, ok_json, until
 
 
 def test_socket_and_directory_are_private(env: Env, daemon: Daemon) -> None:
@@ -132,6 +132,62 @@ def test_sighup_reloads_configuration(env: Env, daemon: Daemon) -> None:
     while time.monotonic() < deadline and "configuration not reloaded" not in seen:
         seen += memctl(env, "status").stderr
     assert "configuration not reloaded" in seen
+    assert daemon.proc.poll() is None
+
+
+def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
+    env: Env, daemon: Daemon
+) -> None:
+    assert ok_json(env, "budget")["default"] != 1234
+    ok_json(env, "remember", "deploy rollout goes blue green", "--category", "decision")
+    ok_json(env, "remember", "deploy rollout goes canary first", "--category", "discovery")
+
+    def first_category() -> str:
+        return str(ok_json(env, "search", "deploy rollout")["results"][0]["category"])
+
+    assert first_category() == "decision"
+    config = Path(env.vars["XDG_CONFIG_HOME"]) / "memoryd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "[retrieval]\nbudget_ceiling = 1234\n"
+        "category_weights = { decision = 0.5, discovery = 3.0 }\n\n"
+        "[storage]\nindex_heap_mb = 32\n"
+    )
+    daemon.proc.send_signal(signal.SIGHUP)
+    # Every reply after the reload carries the new ceiling; the first one also carries the
+    # warning that storage needs a restart (each background warning is reported once).
+    warnings = ""
+
+    def reloaded() -> bool:
+        nonlocal warnings
+        result = memctl(env, "--json", "budget")
+        assert result.code == 0, result.stderr
+        warnings += result.stderr
+        return bool(json.loads(result.stdout)["default"] == 1234)
+
+    until(reloaded, "the budget ceiling follows the reloaded configuration")
+    assert first_category() == "discovery"  # the new category weights rank the search
+
+    def warned() -> bool:
+        nonlocal warnings
+        if "storage.index_heap_mb" not in warnings:
+            warnings += memctl(env, "status").stderr
+        return "storage.index_heap_mb" in warnings
+
+    until(warned, "the restart warning reaches a client")
+    assert "restart memoryd to apply: storage.index_heap_mb" in warnings
+    assert "retrieval" not in warnings  # applied live, so not named as needing a restart
+    events = [json.loads(line) for line in (env.state / "memoryd.log").read_text().splitlines()]
+    reload = next(e for e in events if e["event"] == "reloaded")
+    assert reload["applied"] == ["retrieval.category_weights", "retrieval.budget_ceiling"]
+    assert reload["needs_restart_for"] == ["storage.index_heap_mb"]
+
+    # Unapplied settings keep their running value: a second reload still names them.
+    daemon.proc.send_signal(signal.SIGHUP)
+    until(
+        lambda: "restart memoryd to apply: storage.index_heap_mb" in memctl(env, "status").stderr,
+        "a second reload names the setting again",
+    )
     assert daemon.proc.poll() is None
 
 
