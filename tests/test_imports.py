@@ -78,6 +78,19 @@ def test_client_runtime_import_set_is_small() -> None:
     assert not {m.split(".")[0] for m in loaded} & heavy
 
 
+def test_the_hook_parser_loads_no_introspection() -> None:
+    """What the agent's hook builds on every prompt: its parser and command table, without
+    ``inspect`` (pulled in by ``dataclasses``), some 5 ms of start-up."""
+    loaded = _modules_after(
+        "import sys\n"
+        "sys.modules['typing_extensions'] = None  # as memctl.launch does\n"
+        "from memctl.cli import _parser\n"
+        "assert _parser(only_hook=True).parse_args(['hook']).command == 'hook'"
+    )
+    assert "memctl.commands.agents" in loaded  # the check saw the hook's command table
+    assert not {"inspect", "dataclasses"} & loaded
+
+
 def test_core_runtime_imports() -> None:
     base = ROOT / "daemon" / "memoryd"
     core = sorted(
