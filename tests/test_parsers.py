@@ -443,10 +443,12 @@ def test_split_injected() -> None:
 
 
 def test_split_injected_is_linear_on_hostile_text() -> None:
-    started = time.perf_counter()
+    # CPU time, not wall-clock: on a busy machine this process waits for a core, but what it
+    # spends on one is the cost of the scan.
+    started = time.process_time()
     for text in ("<INSTRUCTIONS>" * 10_000, "<system-reminder>x" * 10_000):
         assert split_injected(text) == ("", text)
-    assert time.perf_counter() - started < 1.0  # a backtracking regex took seconds here
+    assert time.process_time() - started < 1.0  # a backtracking regex took seconds here
 
 
 def test_files_touched() -> None:
