@@ -153,8 +153,7 @@ def _finalize(env: Env, placed: Placed) -> bool:
         reply = client.call(request)
     if not isinstance(reply, p.Ok):
         raise RuntimeError(f"SessionEnd for {placed.labels.session}: {reply}")
-    result = reply.result
-    return bool(result["finalized"] if isinstance(result, dict) else result.finalized)
+    return p.result_of(request, reply).finalized
 
 
 def _session_start(env: Env, placed: Placed) -> str:

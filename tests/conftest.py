@@ -16,12 +16,34 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from memctl import protocol
 from memctl.transport import Client, DaemonUnavailable
 
 BIN = Path(sys.executable).parent
 START_DEADLINE_S = 30.0
+
+# Hypothesis's per-example deadline (200 ms) measures the machine, not the code: on a busy CI
+# machine an example is descheduled for longer than that. Every test has pytest-timeout instead.
+settings.register_profile("memoryd", deadline=None)
+settings.load_profile("memoryd")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        default=os.environ.get("MEMORYD_FULL", "") not in ("", "0"),
+        help="run the long durability streams (tests marked slow) at full length; "
+        "also MEMORYD_FULL=1. By default they run a shorter stream from the same seed.",
+    )
+
+
+@pytest.fixture(scope="session")
+def full(request: pytest.FixtureRequest) -> bool:
+    """Whether this run is the full one (``--full`` or ``MEMORYD_FULL=1``)."""
+    return bool(request.config.getoption("--full"))
 
 
 @dataclass

@@ -182,21 +182,24 @@ def test_lifecycle_decision_becomes_one_searchable_entry(env: Env, daemon) -> No
     assert audit.code == 0 and audit.stdout.count(entry["id"]) == 1  # journaled, once
 
 
-def test_lifecycle_ingests_external_edits_on_request(env: Env, daemon) -> None:
-    ok_json(env, "bank", "init")
-    progress = _bank(env) / "progress.md"
-    progress.write_text(
-        progress.read_text().replace(
-            "## Completed\n", "## Completed\n\n- [x] Ship the first release — 2026-01-03\n"
+def test_lifecycle_ingests_external_edits_on_request(env: Env) -> None:
+    # The watcher ingests such an edit on its own after its debounce (test_bank_watch.py); with
+    # the longest debounce it cannot get there before the request, however slow the machine.
+    daemon = Daemon(env, {"MEMORYD_CAPTURE__DEBOUNCE_S": "60"}).start()
+    try:
+        ok_json(env, "bank", "init")
+        progress = _bank(env) / "progress.md"
+        progress.write_text(
+            progress.read_text().replace(
+                "## Completed\n", "## Completed\n\n- [x] Ship the first release — 2026-01-03\n"
+            )
         )
-    )
-    # The watcher may have ingested the edit already (its debounce is shorter than a busy
-    # machine's memctl start): either way the item is one entry, and asking again adds none.
-    first = ok_json(env, "ingest")
-    assert first["decisions"] == 0 and first["completed"] + first["duplicates"] == 1, first
-    assert ok_json(env, "ingest") == {"decisions": 0, "completed": 0, "duplicates": 1}
-    entry = ok_json(env, "list")["entries"][0]
-    assert entry["category"] == "task_progress" and "first release" in entry["content"]
+        assert ok_json(env, "ingest") == {"decisions": 0, "completed": 1, "duplicates": 0}
+        assert ok_json(env, "ingest") == {"decisions": 0, "completed": 0, "duplicates": 1}
+        entry = ok_json(env, "list")["entries"][0]
+        assert entry["category"] == "task_progress" and "first release" in entry["content"]
+    finally:
+        daemon.stop()
 
 
 def test_activate_and_projects(env: Env, daemon) -> None:

@@ -196,10 +196,9 @@ def test_a_redirect_is_refused_and_not_followed(endpoint: Endpoint) -> None:
 
 
 def test_a_hanging_endpoint_times_out_and_falls_back(endpoint: Endpoint) -> None:
-    endpoint.hang = True
-    started = time.monotonic()
+    endpoint.hang = True  # until the teardown: the only answer before then is the timeout's
     result = process_content(TEXT, processor(endpoint.url, timeout_s=0.5), NOW)
-    assert time.monotonic() - started < 5
+    assert not endpoint.release.is_set()
     assert result.source == "rules" and result.items == route(TEXT, NOW)
     assert result.fallback_reason == "timeout: no complete answer within 0.5 s"
 

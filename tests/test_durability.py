@@ -6,11 +6,13 @@ A write counts as acknowledged only when an ``Ok`` reply came back. A write that
 applied must be whole. Kill points come from a seeded ``random.Random``, so a failure replays
 the same sequence of delays; each delay is measured from the moment the (re)started daemon
 answered ``hello``, and is waited out on an event, never by a blind sleep.
+
+The streams are marked ``slow``: by default each runs the first cycles of its seeded sequence,
+and ``--full`` (or ``MEMORYD_FULL=1``) runs all of them.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import signal
@@ -33,15 +35,28 @@ from memctl.transport import Client, DaemonUnavailable
 from memoryd.core import audit_chain
 
 SEED = 20_240_611
-# The default run is a shorter seeded version of each SIGKILL stream, so the suite fits its
-# five minutes on two cores; MEMORYD_FULL=1 runs the full ones (25 / 8 / 10 kills).
-FULL = os.environ.get("MEMORYD_FULL") == "1"
-KILL_CYCLES = 25 if FULL else 12
 MAX_KILL_DELAY_S = 0.150
 REMEMBER_BUDGET_S = 0.6
-IMPORT_KILL_CYCLES = 8 if FULL else 4
 IMPORT_LINES = 2_000  # several of the daemon's internal import batches
 BULK_BUDGET_S = 30.0
+
+
+@dataclass(frozen=True)
+class Cycles:
+    """How many times each stream kills the daemon."""
+
+    remember: int
+    imports: int
+    bank: int
+
+
+FULL = Cycles(remember=25, imports=8, bank=10)
+QUICK = Cycles(remember=10, imports=4, bank=5)
+
+
+@pytest.fixture
+def cycles(full: bool) -> Cycles:
+    return FULL if full else QUICK
 
 
 def _endpoint(env: Env) -> str:
@@ -251,7 +266,9 @@ def journaled_entry_ids(path: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_sigkill_during_remember_stream_loses_nothing_acknowledged(env: Env) -> None:
+def test_sigkill_during_remember_stream_loses_nothing_acknowledged(
+    env: Env, cycles: Cycles
+) -> None:
     started = time.monotonic()
     rng = random.Random(SEED)
     run = uuid.uuid4().hex[:8]
@@ -265,15 +282,16 @@ def test_sigkill_during_remember_stream_loses_nothing_acknowledged(env: Env) -> 
     try:
         # Open the project before each random delay so the kills land among the writes, not in
         # the start-up (which on a loaded machine can take most of a 150 ms window).
-        killer.start().run(writer, KILL_CYCLES, rng, open_project_first=True)
-        assert killer.kills == KILL_CYCLES >= 12
+        killer.start().run(writer, cycles.remember, rng, open_project_first=True)
+        assert killer.kills == cycles.remember
         assert writer.errors() == [], (
             f"the daemon answered remembers with errors: {writer.errors()[:3]}"
         )
         acked = writer.acked
         sent = {o.payload for o in writer.outcomes}
         # The stream really ran into the kills: writes were acknowledged across the cycles.
-        assert len(acked) >= KILL_CYCLES and len({o.cycle for o in acked}) >= 5, len(acked)
+        assert len(acked) >= cycles.remember, len(acked)
+        assert len({o.cycle for o in acked}) >= max(2, cycles.remember // 5)
 
         status = ok_json(env, "status")
         slug = status["project"]["slug"]
@@ -330,7 +348,7 @@ def test_sigkill_during_remember_stream_loses_nothing_acknowledged(env: Env) -> 
 
 
 @pytest.mark.slow
-def test_sigkill_during_import_keeps_each_request_whole(env: Env) -> None:
+def test_sigkill_during_import_keeps_each_request_whole(env: Env, cycles: Cycles) -> None:
     started = time.monotonic()
     rng = random.Random(SEED + 1)
     run = uuid.uuid4().hex[:8]
@@ -359,7 +377,7 @@ def test_sigkill_during_import_keeps_each_request_whole(env: Env) -> None:
         writer = Writer(env, import_request, budget_s=max(0.4, 3 * took))
         killer.run(
             writer,
-            IMPORT_KILL_CYCLES,
+            cycles.imports,
             rng,
             max_delay_s=3 * took,
             open_project_first=True,
@@ -369,7 +387,7 @@ def test_sigkill_during_import_keeps_each_request_whole(env: Env) -> None:
             f"the daemon answered imports with errors: {writer.errors()[:3]}"
         )
         # The kills did land in imports: the request in flight at each kill went unanswered.
-        assert len(writer.unacked) >= IMPORT_KILL_CYCLES // 2
+        assert len(writer.unacked) >= cycles.imports // 2
 
         slug = ok_json(env, "status")["project"]["slug"]
         entries = export_entries(env)
@@ -408,11 +426,13 @@ def test_sigkill_during_import_keeps_each_request_whole(env: Env) -> None:
     )
 
 
-BANK_KILL_CYCLES = 10 if FULL else 6
 MAX_BANK_KILL_DELAY_S = 0.400  # several updates and, at a 50 ms interval, several syncs
 
 
-def test_sigkill_during_bank_updates_and_syncs_loses_and_doubles_nothing(env: Env) -> None:
+@pytest.mark.slow
+def test_sigkill_during_bank_updates_and_syncs_loses_and_doubles_nothing(
+    env: Env, cycles: Cycles
+) -> None:
     """Bank changes are acknowledged once journaled and written by the writer thread later; kills
     land before, during and after those writes. Every acknowledged decision is in decisionLog.md
     on disk exactly once, in the order sent; one that got no answer at most once."""
@@ -435,14 +455,14 @@ def test_sigkill_during_bank_updates_and_syncs_loses_and_doubles_nothing(env: En
         # journaled with its request id, it is recognised there and not appended twice.
         killer.run(
             writer,
-            BANK_KILL_CYCLES,
+            cycles.bank,
             rng,
             max_delay_s=MAX_BANK_KILL_DELAY_S,
             open_project_first=True,
         )
         assert writer.errors() == [], writer.errors()[:3]
         acked = [o.payload for o in writer.acked]
-        assert len(acked) >= BANK_KILL_CYCLES, len(acked)
+        assert len(acked) >= cycles.bank, len(acked)
         assert _call(env, protocol.BankSync()) == {"pending": 0, "writing": False}
     finally:
         killer.close()

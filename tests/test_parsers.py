@@ -103,14 +103,26 @@ SAMPLE_COUNTS: dict[str, Expected] = {
     # 46 lines: 28 assistant (11 text + 17 tool_use), 18 user (1 prompt + 17 tool_result).
     # 1 error (Edit before Read); files tokenizer.js and tokenizer.css (Grep paths are not files).
     "claude/b25638d7-b104-4f06-a797-70ac33d069ed.jsonl": Expected(46, 17, 17, 1, 2, 0),
-    # The three long sessions (issue 19's labelled set). Calls, results and is_error results were
-    # counted from the raw records (every tool_use / tool_result block, independently of the
-    # parser): 71/71/6, 108/108/4, 76/76/7. Messages, files and injected are the parser's counts
-    # when the samples were added (queue-operation and file-history-snapshot records are known
-    # kinds and make no message), kept here so that a change to them is noticed.
-    "claude/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl": Expected(165, 71, 71, 6, 16, 5),
-    "claude/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl": Expected(299, 108, 108, 4, 9, 7),
+    # The three long sessions of issue 19, tallied with jq (type counts, content blocks, the
+    # text blocks of every user line listed and read):
+    # 292 lines: 200 assistant (120 with text or tool_use), 82 user (76 tool_result lines, 6 with
+    # text), 10 queue-operation. 76 calls, 76 results, 7 is_error. Text lines: 5 with an
+    # <ide_selection>/<ide_opened_file> block beside a prompt (2 messages each) and one
+    # "[Request interrupted by user for tool use]" = 11 messages, 6 injected. Files: README.md,
+    # extract-coderabbit-feedback.py, pyproject.toml (Read and Edit).
     "claude/cb2e607c-c758-415a-8b45-c49e4631906a.jsonl": Expected(207, 76, 76, 7, 3, 6),
+    # 316 lines: 177 assistant (all with text or tool_use), 122 user (108 tool_result lines, 14
+    # with text), 15 file-history-snapshot, 2 summary. 108 calls, 108 results, 4 is_error. Text
+    # lines: 2 isMeta caveats, 2 <command-name>, 2 <local-command-stdout>, 1 "[Request
+    # interrupted …]" (7 injected) and 7 prompts. Files: 9 paths of Read/Edit/Write (the plan
+    # file under ~/.claude included).
+    "claude/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl": Expected(299, 108, 108, 4, 9, 7),
+    # 211 lines: 120 assistant (84 with text or tool_use), 79 user (71 tool_result lines, 8 with
+    # text), 12 queue-operation. 71 calls, 71 results, 6 is_error. Text lines: the /init
+    # <command-message>, its isMeta prompt, 2 prompts each beside an <ide_*> block (2 messages
+    # each), "[Request interrupted …]" and 3 prompts = 10 messages, 5 injected. Files: 16 paths
+    # of Read/Edit/Write.
+    "claude/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl": Expected(165, 71, 71, 6, 16, 5),
     # 63 lines: 4 developer + 3 user + 6 assistant response_item messages, 5 function_call,
     # 5 function_call_output, 1 event_msg user_message (the prompt); the rest is reasoning,
     # token_count, agent_* mirrors, turn_context. Injected: 4 developer + 3 user response items
@@ -431,10 +443,12 @@ def test_split_injected() -> None:
 
 
 def test_split_injected_is_linear_on_hostile_text() -> None:
-    started = time.perf_counter()
+    # CPU time, not wall-clock: on a busy machine this process waits for a core, but what it
+    # spends on one is the cost of the scan.
+    started = time.process_time()
     for text in ("<INSTRUCTIONS>" * 10_000, "<system-reminder>x" * 10_000):
         assert split_injected(text) == ("", text)
-    assert time.perf_counter() - started < 1.0  # a backtracking regex took seconds here
+    assert time.process_time() - started < 1.0  # a backtracking regex took seconds here
 
 
 def test_files_touched() -> None:

@@ -349,6 +349,12 @@ class Server:
             self._disconnects = self.router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
 
     def close(self) -> None:
+        # Whoever waits on a parked request (an LLM that never answered) hears that nothing was
+        # done, and has the same brief time as a ``shutdown``'s client to read it before the
+        # socket closes under it.
+        leaving = (1 if self._disconnects is not None else 0) + len(self._parked)
+        if self._parked:
+            self._watch_disconnects()
         for item in self._parked:
             self._reply(
                 item.envelope,
@@ -358,7 +364,7 @@ class Server:
             )
         self._parked = []
         if self._disconnects is not None:
-            self._disconnects.poll(CLOSE_LINGER_MS)
+            self._await_disconnects(leaving)
             self.router.disable_monitor()
             self._disconnects.close(linger=0)
         # Let replies already queued (the answer to a `shutdown` request among them) leave.
@@ -366,6 +372,16 @@ class Server:
         self.mailbox.close(linger=0)
         self._sig_r.close()
         self._sig_w.close()
+
+    def _await_disconnects(self, clients: int) -> None:
+        """Until ``clients`` clients have gone, or ``CLOSE_LINGER_MS`` has passed."""
+        assert self._disconnects is not None
+        deadline = time.monotonic() + CLOSE_LINGER_MS / 1000
+        for _ in range(clients):
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not self._disconnects.poll(left_ms):
+                return
+            self._disconnects.recv_multipart()
 
 
 def _ignore(signum: int, frame: object) -> None:
