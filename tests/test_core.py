@@ -105,7 +105,7 @@ def test_plan_remember_adds_or_reinforces() -> None:
     existing = _entry(importance=0.95)
     reinforced = plan_remember(new, existing, 200.0)
     assert reinforced == EntryReinforced(
-        id=existing.id, importance=1.0, access_count=1, updated_at=200.0
+        id=existing.id, importance=1.0, access_count=1, updated_at=200.0, last_accessed_at=200.0
     )
 
 

@@ -19,14 +19,22 @@ from memoryd.core.entries import fingerprint, new_entry
 from memoryd.core.events import (
     AliasRemoved,
     AliasSet,
+    ArchivePurged,
     BankFileSynced,
+    CompactionApplied,
     ConflictDetected,
     EntriesAccessed,
+    EntriesArchived,
     EntriesForgotten,
     EntriesImported,
     EntryAdded,
+    EntryDecayed,
+    EntryEvicted,
+    EntryExpired,
     EntryReinforced,
     EntryStatusChanged,
+    EntrySuperseded,
+    EntryUnarchived,
     Episode,
     FindingsRecorded,
     QuarantineReviewed,
@@ -545,3 +553,109 @@ def test_migrations_create_every_table(tmp_path: Path) -> None:
     } <= tables
     assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_reinforcing_is_an_access(store) -> None:
+    store.apply(EntriesImported((_e(1),)), 1)
+    store.apply(EntryReinforced(_e(1).id, 0.8, 1, 50.0, last_accessed_at=50.0), 2)
+    assert store.get(_e(1).id).last_accessed_at == 50.0
+    store.apply(EntryReinforced(_e(1).id, 0.9, 2, 60.0), 3)  # an old event: the time stays
+    assert store.get(_e(1).id).last_accessed_at == 50.0
+
+
+def test_compaction_archives_and_purges(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(1, 6))), 1)
+    store.apply(ConflictDetected(_e(4).id, _e(5).id, "contradictory", 5.0), 2)
+    store.apply(EntriesArchived(ids=(_e(4).id,), archived_at=10.0), 3)
+    decisions = (
+        EntryExpired(
+            id=_e(1).id,
+            category="decision",
+            ttl_days=90,
+            days_since_access=100.0,
+            access_count=0,
+            archived_at=70.0,
+        ),
+        EntryEvicted(
+            id=_e(2).id,
+            decayed=0.1,
+            cutoff=0.2,
+            active_before=3001,
+            soft_limit=3000,
+            target=2700,
+            archived_at=70.0,
+        ),
+        EntryDecayed(
+            id=_e(3).id,
+            importance=0.7,
+            decayed_from=0.7,
+            decayed=0.6,
+            days_since_access=20.0,
+            status_multiplier=1.0,
+            access_resistance=0.5,
+            decayed_at=70.0,
+        ),
+        ArchivePurged(
+            id=_e(4).id,
+            archived_reason="user",
+            archived_at=10.0,
+            days_archived=400.0,
+            archive_days=365,
+            purged_at=70.0,
+        ),
+    )
+    event = CompactionApplied(ran_at=70.0, decisions=decisions, completed=True)
+    assert store.apply(event, 4) == [_e(i).id for i in (1, 2, 4)]  # a decay changes nothing
+    one, two, three = store.get(_e(1).id), store.get(_e(2).id), store.get(_e(3).id)
+    assert (one.archived, one.archived_reason, one.updated_at) == (True, "stale", 70.0)
+    assert (two.archived, two.archived_reason) == (True, "evicted")
+    assert three == _e(3)  # decay is derived: nothing stored changes
+    assert store.get(_e(4).id) is None and store.active_conflicts([_e(5).id]) == []
+    assert not store.is_forgotten(_e(4).fingerprint)  # purged, not forgotten
+    assert store.setting("last_compacted_at") == 70.0
+    assert store.find_fingerprint(_e(1).fingerprint) is None
+    store.apply(EntryAdded(_e(11, "entry number 1")), 5)  # its text can be remembered again
+    counts = store.counts()
+    assert (counts.confirmed, counts.archived) == (3, 2)
+
+
+def test_archive_unarchive_and_supersede(store) -> None:
+    store.apply(EntriesImported((_e(1), _e(2))), 1)
+    assert store.apply(EntriesArchived(ids=(_e(1).id,), archived_at=20.0), 2) == [_e(1).id]
+    store.apply(EntriesArchived(ids=(_e(1).id,), archived_at=30.0), 3)  # again: time kept
+    held = store.get(_e(1).id)
+    assert (held.archived, held.archived_reason, held.updated_at) == (True, "user", 20.0)
+    store.apply(EntryUnarchived(id=_e(1).id, updated_at=40.0), 4)
+    held = store.get(_e(1).id)
+    assert (held.archived, held.archived_reason, held.updated_at) == (False, None, 40.0)
+    assert store.find_fingerprint(_e(1).fingerprint) == held
+    new = _e(3, "entry number 2, corrected")
+    assert store.apply(EntrySuperseded(old_id=_e(2).id, entry=new, superseded_at=50.0), 5) == [
+        _e(2).id,
+        new.id,
+    ]
+    old = store.get(_e(2).id)
+    assert (old.archived, old.archived_reason, old.superseded_by) == (True, "superseded", new.id)
+    assert store.get(new.id) == new
+
+
+def test_unarchiving_beside_an_active_twin_is_refused(store) -> None:
+    store.apply(EntriesImported((_e(1),)), 1)
+    store.apply(EntriesArchived(ids=(_e(1).id,), archived_at=20.0), 2)
+    store.apply(EntryAdded(_e(2, "entry number 1")), 3)
+    with pytest.raises(StoreConflict):
+        store.apply(EntryUnarchived(id=_e(1).id, updated_at=40.0), 4)
+    assert store.applied_audit_seq() == 3 and store.get(_e(1).id).archived
+
+
+def test_keyset_pages(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(1, 8))), 1)
+    store.apply(EntriesArchived(ids=(_e(3).id,), archived_at=20.0), 2)
+    pages, after = [], ""
+    while page := store.entries_after(after, 3):
+        pages.append([e.id for e in page])
+        after = page[-1].id
+    assert pages == [[_e(i).id for i in (1, 2, 3)], [_e(i).id for i in (4, 5, 6)], [_e(7).id]]

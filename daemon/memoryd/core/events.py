@@ -21,12 +21,14 @@ class EntryAdded(msgspec.Struct, tag="entry_added", frozen=True):
 
 
 class EntryReinforced(msgspec.Struct, tag="entry_reinforced", frozen=True):
-    """A duplicate was remembered: the existing entry gains importance and an access."""
+    """A duplicate was remembered: the existing entry gains importance and an access (and its
+    last access time: remembering it again is a use, so its decay and TTL clocks restart)."""
 
     id: str
     importance: float
     access_count: int
     updated_at: float
+    last_accessed_at: float | None = None  # None in events journaled before it was recorded
 
 
 class EntryStatusChanged(msgspec.Struct, tag="entry_status_changed", frozen=True):
@@ -195,9 +197,40 @@ class ArchivePurged(msgspec.Struct, tag="archive_purged", frozen=True, kw_only=T
     purged_at: float
 
 
-# What compaction decides (core/compaction.py). Not yet members of ``Event``: the store has no
-# apply step for them (archive, delete) until compaction is wired into the daemon.
+# What compaction decides (core/compaction.py), one event per decision.
 CompactionEvent = EntryDecayed | EntryExpired | EntryEvicted | ArchivePurged
+
+
+class CompactionApplied(msgspec.Struct, tag="compaction_applied", frozen=True, kw_only=True):
+    """A batch of one compaction run's decisions, each with the numbers that decided it, applied
+    in one transaction: one audit line per batch (one per decision would overflow the audit
+    log's cap). The run's last batch is ``completed``: the store records ``ran_at`` as the time
+    of the last compaction (what the next run reports decays since)."""
+
+    ran_at: float
+    decisions: tuple[CompactionEvent, ...]
+    completed: bool = False
+
+
+class EntrySuperseded(msgspec.Struct, tag="entry_superseded", frozen=True, kw_only=True):
+    """``entry`` replaces ``old_id`` (SPEC §9): the new entry is added, the old one archived as
+    ``superseded`` with ``superseded_by``, and a ``replaces`` edge links them, atomically."""
+
+    old_id: str
+    entry: Entry
+    superseded_at: float
+
+
+class EntriesArchived(msgspec.Struct, tag="entries_archived", frozen=True, kw_only=True):
+    """A user archived these entries (reason ``user``): kept and searchable, never injected."""
+
+    ids: tuple[str, ...]
+    archived_at: float
+
+
+class EntryUnarchived(msgspec.Struct, tag="entry_unarchived", frozen=True, kw_only=True):
+    id: str
+    updated_at: float
 
 
 Event = (
@@ -215,6 +248,14 @@ Event = (
     | SessionFinalized
     | QuarantineReviewed
     | BankFileSynced
+    | EntryDecayed
+    | EntryExpired
+    | EntryEvicted
+    | ArchivePurged
+    | CompactionApplied
+    | EntrySuperseded
+    | EntriesArchived
+    | EntryUnarchived
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1
@@ -229,6 +270,7 @@ def plan_remember(candidate: Entry, existing: Entry | None, now: float) -> Event
         importance=min(1.0, round(existing.importance + DUPLICATE_IMPORTANCE_BOOST, 6)),
         access_count=existing.access_count + 1,
         updated_at=now,
+        last_accessed_at=now,
     )
 
 

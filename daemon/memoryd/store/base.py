@@ -106,6 +106,11 @@ class Store(Protocol):
         and the total that match. None for category or status matches any."""
         ...
 
+    def entries_after(self, after_id: str, limit: int) -> list[Entry]:
+        """At most ``limit`` entries (archived included) with ids above ``after_id``, in id
+        order: a keyset page, so reading every entry a page at a time costs one page a read."""
+        ...
+
     def iter_all(self) -> Iterator[Entry]:
         """Every entry, archived included, in id order."""
         ...

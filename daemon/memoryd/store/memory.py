@@ -13,20 +13,29 @@ from pathlib import Path
 
 import msgspec
 
-from memctl.protocol import Category, Entry, EntryCounts, Status
+from memctl.protocol import ArchivedReason, Category, Entry, EntryCounts, Status
 from memoryd.atomic import write_atomic
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import (
     AliasRemoved,
     AliasSet,
+    ArchivePurged,
     BankFileSynced,
+    CompactionApplied,
+    CompactionEvent,
     ConflictDetected,
     EntriesAccessed,
+    EntriesArchived,
     EntriesForgotten,
     EntriesImported,
     EntryAdded,
+    EntryDecayed,
+    EntryEvicted,
+    EntryExpired,
     EntryReinforced,
     EntryStatusChanged,
+    EntrySuperseded,
+    EntryUnarchived,
     Episode,
     Event,
     FindingsRecorded,
@@ -38,7 +47,7 @@ from memoryd.core.events import (
 from memoryd.store.base import FINDING_PREFIX, SessionRecord, StoreConflict, StoreCorrupt
 
 ID_PREFIX_LIMIT = 10
-Setting = int | str | None
+Setting = int | float | str | None
 
 
 class _Finding(msgspec.Struct, kw_only=True):
@@ -151,8 +160,12 @@ class MemoryStore:
                 for e in batch:
                     self._put(e)
                 return [e.id for e in batch]
-            case EntryReinforced(id=i, importance=imp, access_count=n, updated_at=t):
-                self._change(i, importance=imp, access_count=n, updated_at=t)
+            case EntryReinforced(id=i, importance=imp, access_count=n, updated_at=t) as again:
+                held = self._entries.get(i)
+                last = again.last_accessed_at
+                if held is not None and last is None:
+                    last = held.last_accessed_at
+                self._change(i, importance=imp, access_count=n, updated_at=t, last_accessed_at=last)
                 return [i]
             case EntryStatusChanged(id=i, status=s, updated_at=t):
                 self._change(i, status=s, updated_at=t)
@@ -196,6 +209,67 @@ class MemoryStore:
                 return []
             case BankFileSynced():
                 return []  # the audit log is its record; the memory itself does not change
+            case EntryDecayed() | EntryExpired() | EntryEvicted() | ArchivePurged():
+                return self._apply_decisions((event,))
+            case CompactionApplied(ran_at=ran_at, decisions=decisions, completed=completed):
+                if completed:
+                    self._settings["last_compacted_at"] = ran_at
+                return self._apply_decisions(decisions)
+            case EntrySuperseded(old_id=old, entry=e, superseded_at=t):
+                held = self._entries.get(old)
+                if held is not None and not held.archived and held.fingerprint == e.fingerprint:
+                    raise StoreConflict(f"entry {old} and its replacement are the same text")
+                self._check_new((e,))
+                self._archive(old, "superseded", t, superseded_by=e.id)
+                self._put(e)
+                self._edges.setdefault((e.id, old, "replaces"), t)
+                return [old, e.id]
+            case EntriesArchived(ids=ids, archived_at=t):
+                for i in ids:
+                    self._archive(i, "user", t)
+                return list(ids)
+            case EntryUnarchived(id=i, updated_at=t):
+                held = self._entries.get(i)
+                if held is not None and held.archived:
+                    if held.fingerprint in self._active_by_fp:
+                        raise StoreConflict(f"an active entry has fingerprint {held.fingerprint}")
+                    self._put(
+                        msgspec.structs.replace(
+                            held, archived=False, archived_reason=None, updated_at=t
+                        )
+                    )
+                return [i]
+
+    def _archive(
+        self, entry_id: str, reason: ArchivedReason, at: float, superseded_by: str | None = None
+    ) -> None:
+        held = self._entries.get(entry_id)
+        if held is None or held.archived:
+            return
+        if self._active_by_fp.get(held.fingerprint) == entry_id:
+            del self._active_by_fp[held.fingerprint]
+        self._entries[entry_id] = msgspec.structs.replace(
+            held,
+            archived=True,
+            archived_reason=reason,
+            superseded_by=superseded_by or held.superseded_by,
+            updated_at=at,
+        )
+
+    def _apply_decisions(self, decisions: Sequence[CompactionEvent]) -> list[str]:
+        touched: list[str] = []
+        for decision in decisions:
+            match decision:
+                case EntryExpired(id=i, archived_at=t):
+                    self._archive(i, "stale", t)
+                case EntryEvicted(id=i, archived_at=t):
+                    self._archive(i, "evicted", t)
+                case ArchivePurged(id=i):
+                    self._delete([i])
+                case EntryDecayed():
+                    continue  # derived importance: nothing stored changes
+            touched.append(decision.id)
+        return touched
 
     def _check_new(self, batch: Sequence[Entry]) -> None:
         """Refuse a batch that would give an id twice, or two active entries one fingerprint."""
@@ -225,12 +299,18 @@ class MemoryStore:
             self._entries[entry_id] = msgspec.structs.replace(held, **fields)
 
     def _forget(self, ids: Sequence[str]) -> None:
+        for entry_id in ids:
+            held = self._entries.get(entry_id)
+            if held is not None:
+                self._forgotten[held.fingerprint] = held.updated_at
+        self._delete(ids)
+
+    def _delete(self, ids: Sequence[str]) -> None:
         gone = set(ids)
         for entry_id in ids:
             held = self._entries.pop(entry_id, None)
             if held is None:
                 continue
-            self._forgotten[held.fingerprint] = held.updated_at
             if self._active_by_fp.get(held.fingerprint) == entry_id:
                 del self._active_by_fp[held.fingerprint]
         self._edges = {k: t for k, t in self._edges.items() if not gone & {k[0], k[1]}}
@@ -342,6 +422,10 @@ class MemoryStore:
         ]
         start = max(offset, 0)
         return _newest_first(found)[start : start + max(limit, 0)], len(found)
+
+    def entries_after(self, after_id: str, limit: int) -> list[Entry]:
+        later = sorted(i for i in self._entries if i > after_id)[: max(limit, 0)]
+        return [self._entries[i] for i in later]
 
     def iter_all(self) -> Iterator[Entry]:
         for entry_id in sorted(self._entries):

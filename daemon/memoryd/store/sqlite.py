@@ -18,14 +18,23 @@ from memoryd.core.entries import section_of
 from memoryd.core.events import (
     AliasRemoved,
     AliasSet,
+    ArchivePurged,
     BankFileSynced,
+    CompactionApplied,
+    CompactionEvent,
     ConflictDetected,
     EntriesAccessed,
+    EntriesArchived,
     EntriesForgotten,
     EntriesImported,
     EntryAdded,
+    EntryDecayed,
+    EntryEvicted,
+    EntryExpired,
     EntryReinforced,
     EntryStatusChanged,
+    EntrySuperseded,
+    EntryUnarchived,
     Episode,
     Event,
     FindingsRecorded,
@@ -163,26 +172,49 @@ class SqliteStore:
             case EntriesImported(entries=batch):
                 conn.executemany(_INSERT, [_entry_to_row(e) for e in batch])
                 return [e.id for e in batch]
-            case EntryReinforced(id=i, importance=imp, access_count=n, updated_at=t):
+            case EntryReinforced(id=i, importance=imp, access_count=n, updated_at=t) as again:
                 conn.execute(
-                    "UPDATE entries SET importance=?, access_count=?, updated_at=? WHERE id=?",
-                    (imp, n, t, i),
+                    "UPDATE entries SET importance=?, access_count=?, updated_at=?,"
+                    " last_accessed_at=coalesce(?, last_accessed_at) WHERE id=?",
+                    (imp, n, t, again.last_accessed_at, i),
                 )
                 return [i]
             case EntryStatusChanged(id=i, status=s, updated_at=t):
                 conn.execute("UPDATE entries SET status=?, updated_at=? WHERE id=?", (s, t, i))
                 return [i]
             case EntriesForgotten(ids=ids):
-                pairs = [(i, i) for i in ids]
                 conn.executemany(
                     "INSERT OR REPLACE INTO forgotten SELECT fingerprint, updated_at FROM entries"
                     " WHERE id=?",
                     [(i,) for i in ids],
                 )
-                conn.executemany("DELETE FROM entries WHERE id=?", [(i,) for i in ids])
-                conn.executemany("DELETE FROM edges WHERE source_id=? OR target_id=?", pairs)
-                conn.executemany("DELETE FROM conflicts WHERE entry_a=? OR entry_b=?", pairs)
+                self._delete(ids)
                 return list(ids)
+            case EntryDecayed() | EntryExpired() | EntryEvicted() | ArchivePurged():
+                return self._apply_decisions((event,))
+            case CompactionApplied(ran_at=ran_at, decisions=decisions, completed=completed):
+                if completed:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO settings VALUES ('last_compacted_at', ?)", (ran_at,)
+                    )
+                return self._apply_decisions(decisions)
+            case EntrySuperseded(old_id=old, entry=e, superseded_at=t):
+                self._archive([old], "superseded", t, superseded_by=e.id)
+                conn.execute(_INSERT, _entry_to_row(e))
+                conn.execute(
+                    "INSERT OR IGNORE INTO edges VALUES (?, ?, 'replaces', ?)", (e.id, old, t)
+                )
+                return [old, e.id]
+            case EntriesArchived(ids=ids, archived_at=t):
+                self._archive(ids, "user", t)
+                return list(ids)
+            case EntryUnarchived(id=i, updated_at=t):
+                conn.execute(
+                    "UPDATE entries SET archived=0, archived_reason=NULL, updated_at=?"
+                    " WHERE id=? AND archived=1",
+                    (t, i),
+                )
+                return [i]
             case ConflictDetected(entry_a=a, entry_b=b, conflict_type=kind, detected_at=t):
                 conn.execute(
                     "INSERT OR IGNORE INTO conflicts (entry_a, entry_b, conflict_type, detected_at)"
@@ -225,6 +257,38 @@ class SqliteStore:
                 return []
             case BankFileSynced():
                 return []  # the audit log is its record; the memory itself does not change
+
+    def _delete(self, ids: Sequence[str]) -> None:
+        """Delete entries with their edges and conflicts."""
+        conn, pairs = self._conn, [(i, i) for i in ids]
+        conn.executemany("DELETE FROM entries WHERE id=?", [(i,) for i in ids])
+        conn.executemany("DELETE FROM edges WHERE source_id=? OR target_id=?", pairs)
+        conn.executemany("DELETE FROM conflicts WHERE entry_a=? OR entry_b=?", pairs)
+
+    def _archive(
+        self, ids: Sequence[str], reason: str, at: float, superseded_by: str | None = None
+    ) -> None:
+        # Only active entries: replaying an archive must not move a later archive's time.
+        self._conn.executemany(
+            "UPDATE entries SET archived=1, archived_reason=?, superseded_by=coalesce(?,"
+            " superseded_by), updated_at=? WHERE id=? AND archived=0",
+            [(reason, superseded_by, at, i) for i in ids],
+        )
+
+    def _apply_decisions(self, decisions: Sequence[CompactionEvent]) -> list[str]:
+        touched: list[str] = []
+        for decision in decisions:
+            match decision:
+                case EntryExpired(id=i, archived_at=t):
+                    self._archive([i], "stale", t)
+                case EntryEvicted(id=i, archived_at=t):
+                    self._archive([i], "evicted", t)
+                case ArchivePurged(id=i):
+                    self._delete([i])
+                case EntryDecayed():
+                    continue  # derived importance: nothing stored changes
+            touched.append(decision.id)
+        return touched
 
     def _record_findings(self, info: Any, found: tuple[SessionFinding, ...]) -> None:
         conn = self._conn
@@ -508,6 +572,9 @@ class SqliteStore:
 
     def iter_findings(self) -> Iterator[SessionFinding]:
         yield from self._findings("1=1", (), "ORDER BY id")
+
+    def entries_after(self, after_id: str, limit: int) -> list[Entry]:
+        return self._select("id > ?", (after_id,), f"ORDER BY id LIMIT {int(limit)}")
 
     def iter_all(self) -> Iterator[Entry]:
         cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id")
