@@ -33,6 +33,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("memoryd.recall", ("memoryd.server", "memoryd.app")),
     ("memoryd.capture", ("memoryd.server", "memoryd.app")),
     ("memoryd.banks", ("memoryd.server", "memoryd.app")),
+    ("memoryd.compactor", ("memoryd.server", "memoryd.app")),
     ("memoryd.server", ("memoryd.app",)),
     # The client never imports the daemon (SPEC §1).
     ("memctl", ("memoryd",)),

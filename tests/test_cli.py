@@ -115,7 +115,9 @@ def test_import_export_roundtrip(env: Env, daemon, tmp_path: Path) -> None:
     assert "limit is 500" in result["rejected"][2]["reason"]
 
     out = tmp_path / "out.jsonl"
-    assert memctl(env, "export", str(out)).code == 0
+    # --archived: a warning created in 2023 and never used is past its TTL, and compaction
+    # (on the project's load, or any run after) archives it.
+    assert memctl(env, "export", str(out), "--archived").code == 0
     exported = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(e["content"] for e in exported) == [
         "Deploys go through ArgoCD",

@@ -22,6 +22,7 @@ from memoryd.core.compaction import (
     compaction_steps,
     decayed_importance,
     plan_compaction,
+    still_holds,
 )
 from memoryd.core.entries import CATEGORIES, CATEGORY_TABLE
 from memoryd.core.events import CompactionEvent, EntryExpired
@@ -472,3 +473,24 @@ def test_compaction_invariants(entries: list[Entry], slice_size: int) -> None:
     assert all(math.isfinite(d.decayed) and d.decayed < d.decayed_from for d in plan.decayed)
 
     assert last_plan(compaction_steps(entries, NOW, SMALL, slice_size=slice_size)) == plan
+
+
+def test_a_decision_that_no_longer_holds_is_dropped() -> None:
+    old = entry(1, days=100, category="task_progress")
+    others = [entry(f"x{i}", days=2, importance=0.9) for i in range(3)]
+    plan = plan_compaction([old, *others], NOW, CompactionPolicy(soft_limit=2, target=1))
+    (expired,) = plan.expired
+    assert still_holds(expired, old, NOW)
+    assert not still_holds(expired, None, NOW)  # forgotten meanwhile
+    used = msgspec.structs.replace(old, last_accessed_at=NOW - 60, access_count=1)
+    assert not still_holds(expired, used, NOW)  # used meanwhile
+    assert not still_holds(expired, msgspec.structs.replace(old, status="pinned"), NOW)
+    evicted = plan.evicted[0]
+    victim = next(e for e in others if e.id == evicted.id)
+    assert still_holds(evicted, victim, NOW)
+    assert not still_holds(evicted, msgspec.structs.replace(victim, archived=True), NOW)
+    archived = msgspec.structs.replace(old, archived=True, updated_at=NOW - 400 * DAY)
+    (purged,) = plan_compaction([archived], NOW).purged
+    assert still_holds(purged, archived, NOW)
+    restored = msgspec.structs.replace(archived, archived=False, updated_at=NOW)
+    assert not still_holds(purged, restored, NOW)

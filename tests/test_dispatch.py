@@ -161,5 +161,9 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "files_refresh",
         "save_memory",
         "ingest_lifecycle",
+        "compact",
+        "supersede",
+        "archive",
+        "unarchive",  # beyond the SPEC list: the way back from archive (issue 9)
     }
     assert set(tags) == spec_ops

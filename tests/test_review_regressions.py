@@ -64,6 +64,7 @@ def test_scheduled_jobs_include_idle_and_quarantine() -> None:
             "index_commit",
             "capture_idle",
             "quarantine",
+            "compaction",
             "bank_sync",
         }
     finally:

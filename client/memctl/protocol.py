@@ -157,6 +157,7 @@ class ProjectInfo(msgspec.Struct, kw_only=True):
     entries: EntryCounts
     sessions: int
     index: IndexInfo
+    last_compacted_at: float | None = None  # when compaction last ran to its end
 
 
 class SloInfo(msgspec.Struct, kw_only=True):
@@ -292,6 +293,33 @@ class ForgetResult(msgspec.Struct, kw_only=True):
 class PinResult(msgspec.Struct, kw_only=True):
     id: str
     status: Status
+
+
+class CompactResult(msgspec.Struct, kw_only=True):
+    """Decisions of the run (applied, or only planned with ``dry_run``), then the active and
+    archived entries after it. ``done`` is False when the answer's wait ended before the run
+    did (it goes on in the background)."""
+
+    decayed: int
+    expired: int
+    evicted: int
+    purged: int
+    active: int
+    archived: int
+    dry_run: bool = False
+    done: bool = True
+
+
+class SupersedeResult(msgspec.Struct, kw_only=True):
+    id: str  # the new entry
+    superseded: str  # the old one, now archived
+
+
+class ArchiveResult(msgspec.Struct, kw_only=True):
+    """The entries whose state changed: ``archived`` True for archive, False for unarchive."""
+
+    ids: list[str]
+    archived: bool
 
 
 class RejectedLine(msgspec.Struct, kw_only=True):
@@ -708,12 +736,50 @@ class Unpin(Request[PinResult], tag="unpin"):
 
 class Import(Request[ImportResult], tag="import"):
     """Import JSONL lines: content, and optionally category, section, tags, file_paths,
-    created_at."""
+    created_at, last_accessed_at, access_count, importance."""
 
     mutates = True
 
     lines: Annotated[list[str], msgspec.Meta(max_length=100_000)]
     first_line: Annotated[int, msgspec.Meta(ge=1)] = 1
+
+
+class Compact(Request[CompactResult], tag="compact"):
+    """Run compaction now (SPEC §8): decay, TTL expiry and eviction to the archive, purge of old
+    archives. With --dry-run only report what it would do."""
+
+    mutates = True
+
+    dry_run: bool = False
+
+
+class Supersede(Request[SupersedeResult], tag="supersede"):
+    """Replace an entry (by id or keyword) with TEXT: the old one is archived as superseded and
+    linked to the new one, atomically."""
+
+    mutates = True
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+    content: Annotated[str, msgspec.Meta(max_length=65_536)]
+
+
+class Archive(Request[ArchiveResult], tag="archive"):
+    """Archive entries (by id or keyword): kept and found with search --archive, never injected."""
+
+    mutates = True
+
+    targets: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=512)]],
+        msgspec.Meta(min_length=1, max_length=1000),
+    ]
+
+
+class Unarchive(Request[ArchiveResult], tag="unarchive"):
+    """Bring an archived entry (by id) back to active memory."""
+
+    mutates = True
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
 
 class Export(Request[ExportResult], tag="export"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from memctl import protocol as p
 
 
@@ -20,6 +22,8 @@ def status(r: p.StatusResult) -> str:
             f"entries: {e.confirmed} confirmed, {e.pinned} pinned, "
             f"{e.candidate} candidate, {e.archived} archived"
         )
+        if project.last_compacted_at is not None:
+            lines.append(f"compaction: last ran {_when(project.last_compacted_at)}")
     slo = r.slo
     if slo.p95_ms is not None:
         state = "degraded" if slo.degraded else "normal"
@@ -27,6 +31,31 @@ def status(r: p.StatusResult) -> str:
     for err in r.errors:
         lines.append(f"recent {err.severity}: {err.description}")
     return "\n".join(lines)
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def compacted(r: p.CompactResult) -> str:
+    head = "would compact" if r.dry_run else "compacted"
+    if not r.done:
+        return "compaction still running (it goes on in the background)"
+    return (
+        f"{head}: {r.expired} expired, {r.evicted} evicted, {r.purged} purged, "
+        f"{r.decayed} decayed; {r.active} active, {r.archived} archived"
+    )
+
+
+def superseded(r: p.SupersedeResult) -> str:
+    return f"{_short(r.id)} supersedes {_short(r.superseded)} (archived)"
+
+
+def archived(r: p.ArchiveResult) -> str:
+    verb = "archived" if r.archived else "unarchived"
+    if not r.ids:
+        return f"nothing {verb}"
+    return f"{verb} {len(r.ids)}: " + ", ".join(_short(i) for i in r.ids)
 
 
 def remembered(r: p.RememberResult) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from memoryd.banks.service import BankService, build_llm
 from memoryd.banks.writer import BankWriter
 from memoryd.capture.service import CaptureService
 from memoryd.capture.watcher import TranscriptWatcher, WatchRoot
+from memoryd.compactor import Compactor
 from memoryd.core.capture.rules import DEFAULT_RULES, load_user_rules
 from memoryd.core.recall.slo import SloMonitor
 from memoryd.instructions.loader import InstructionConfig
@@ -103,6 +104,8 @@ class Daemon:
         banks = self._banks(registry, bank_writer, errors)
         watcher = self._watcher(zctx, capture)
         jobs = self._jobs(zctx)
+        compactor = Compactor(registry.opened)
+        registry.on_open.append(compactor.on_open)
         parts = Parts(
             zctx,
             errors,
@@ -114,7 +117,17 @@ class Daemon:
             watcher,
             jobs,
             server=self._server(
-                zctx, endpoint, errors, registry, recall, capture, banks, bank_writer, watcher, jobs
+                zctx,
+                endpoint,
+                errors,
+                registry,
+                compactor,
+                recall,
+                capture,
+                banks,
+                bank_writer,
+                watcher,
+                jobs,
             ),
         )
         stack.callback(parts.server.close)
@@ -210,6 +223,7 @@ class Daemon:
         endpoint: str,
         errors: BackgroundErrors,
         registry: ProjectRegistry,
+        compactor: Compactor,
         recall: Recall,
         capture: CaptureService | None,
         banks: BankService,
@@ -230,6 +244,7 @@ class Daemon:
             bank_writer=bank_writer,
             watcher=watcher,
             backfill_days=self.settings.capture.backfill_days,
+            compactor=compactor,
         )
         return Server(
             zctx,
@@ -237,7 +252,7 @@ class Daemon:
             max_message_bytes=self.settings.server.max_message_bytes,
             reply_cache_size=self.settings.server.reply_cache_size,
             log=self.log,
-            idle_work=capture.work_backlog if capture is not None else None,
+            idle_work=_idle_work(capture, compactor),
         )
 
     @contextlib.contextmanager
@@ -326,7 +341,7 @@ def _watch_banks(watcher: TranscriptWatcher, registry: ProjectRegistry, banks: B
     def watch(root: Path) -> None:
         watcher.watch_folder(str(root / "memory-bank"), accept)
 
-    registry.on_open = lambda project: watch(project.root)
+    registry.on_open.append(lambda project: watch(project.root))
     banks.on_bank_created = watch
     for project in registry.opened():
         watch(project.root)
@@ -360,12 +375,24 @@ def _slo_monitor(settings: config.SloSettings) -> SloMonitor:
     )
 
 
+def _idle_work(capture: CaptureService | None, compactor: Compactor) -> Callable[[], bool]:
+    """A piece of each kind of background work per loop turn: transcripts queued at start,
+    then a step of compaction."""
+
+    def work() -> bool:
+        more = capture.work_backlog() if capture is not None else False
+        return compactor.step() or more
+
+    return work
+
+
 def _intervals(settings: config.Settings) -> dict[str, float]:
     return {
         "index_commit_s": settings.jobs.index_commit_s,
         "capture_idle_s": settings.jobs.capture_idle_check_s,
         "quarantine_s": settings.jobs.quarantine_check_s,
         "bank_sync_s": settings.banks.sync_interval_s,
+        "compaction_s": settings.jobs.compaction_s,
     }
 
 

@@ -80,6 +80,12 @@ class JobsSettings(_Section):
         le=3600,
         description="How often pending index changes are committed when no search forces it (s).",
     )
+    compaction_s: float = Field(
+        3600.0,
+        gt=0,
+        le=7 * 86400,
+        description="How often open projects are compacted: decay, TTL, eviction, purge (s).",
+    )
 
 
 _CORE_RETRIEVAL = RetrievalConfig()

@@ -12,6 +12,7 @@ from memoryd import messages
 
 CAPTURE_IDLE_CHECK_S = 60.0
 QUARANTINE_CHECK_S = 3600.0
+COMPACTION_S = 3600.0
 
 
 class Jobs:
@@ -23,6 +24,7 @@ class Jobs:
         capture_idle_s: float = CAPTURE_IDLE_CHECK_S,
         quarantine_s: float = QUARANTINE_CHECK_S,
         bank_sync_s: float = 60.0,
+        compaction_s: float = COMPACTION_S,
     ) -> None:
         self._zctx = zctx
         self._scheduler = BackgroundScheduler(daemon=True)
@@ -31,6 +33,7 @@ class Jobs:
             "capture_idle": capture_idle_s,  # finalize sessions that went quiet
             "quarantine": quarantine_s,  # review candidates past their 24 h
             "bank_sync": bank_sync_s,  # write the bank cache's pending changes
+            "compaction": compaction_s,  # decay, TTL, eviction, purge (SPEC §8)
         }
         for job, seconds in self._intervals.items():
             self._scheduler.add_job(
@@ -56,6 +59,7 @@ class Jobs:
         capture_idle_s: float,
         quarantine_s: float,
         bank_sync_s: float,
+        compaction_s: float = COMPACTION_S,
     ) -> None:
         """New intervals (SIGHUP); a job whose interval is unchanged keeps its next run time."""
         for job, seconds in (
@@ -63,6 +67,7 @@ class Jobs:
             ("capture_idle", capture_idle_s),
             ("quarantine", quarantine_s),
             ("bank_sync", bank_sync_s),
+            ("compaction", compaction_s),
         ):
             if seconds != self._intervals[job]:
                 self._scheduler.reschedule_job(job, trigger="interval", seconds=seconds)

@@ -24,13 +24,26 @@ from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import review_quarantine
-from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound, TooLarge, Unavailable
+from memoryd.core.compaction import CompactionPolicy, still_holds
+from memoryd.core.errors import (
+    Ambiguous,
+    BadRequest,
+    Conflict,
+    EntryNotFound,
+    TooLarge,
+    Unavailable,
+)
 from memoryd.core.events import (
     AliasRemoved,
     AliasSet,
+    CompactionApplied,
+    CompactionEvent,
     ConflictDetected,
     EntriesAccessed,
+    EntriesArchived,
     EntriesForgotten,
+    EntrySuperseded,
+    EntryUnarchived,
     Episode,
     Event,
     QuarantineReviewed,
@@ -57,6 +70,9 @@ class ImportLine(msgspec.Struct, kw_only=True):
     tags: list[str] = []
     file_paths: list[str] = []
     created_at: float | None = None
+    last_accessed_at: float | None = None
+    access_count: int = msgspec.field(default=0)
+    importance: float | None = None
 
 
 _import_decoder = msgspec.json.Decoder(ImportLine)
@@ -108,6 +124,8 @@ class ProjectMemory:
         self._aliases: dict[str, tuple[str, ...]] | None = None
         self._unindexed: list[str] = []  # entries added since the index last committed
         self._accesses: dict[str, tuple[int, float]] = {}
+        self.accesses_since_compaction = 0  # entries injected since the last run began
+        self.compacted_at = self.last_compacted_at()  # when the last run ended (status)
 
     # ------------------------------------------------------------------ recovery
 
@@ -297,10 +315,11 @@ class ProjectMemory:
         line = _import_decoder.decode(raw)
         content = core_entries.clean_content(redact(line.content).text)
         category = core_entries.resolve_category(line.category, line.section, content)
-        created = (
-            line.created_at if line.created_at is not None and 0 < line.created_at <= now else None
-        )
-        return core_entries.new_entry(
+        created = _past(line.created_at, now)
+        accessed = _past(line.last_accessed_at, now)
+        if line.access_count < 0 or not 0 <= (line.importance or 0.0) <= 1:
+            raise BadRequest("access_count must be ≥ 0 and importance within 0..1")
+        entry = core_entries.new_entry(
             entry_id=self._new_id(),
             content=content,
             category=category,
@@ -311,6 +330,90 @@ class ProjectMemory:
             tags=core_entries.clean_tags(redact(t).text for t in line.tags),
             file_paths=core_entries.clean_paths(redact(f).text for f in line.file_paths),
         )
+        # Backdated times and uses are kept, so imported memory ages as it had (SPEC §8).
+        return msgspec.structs.replace(
+            entry,
+            last_accessed_at=accessed,
+            access_count=line.access_count,
+            importance=entry.importance if line.importance is None else line.importance,
+        )
+
+    # ------------------------------------------------------------------ supersede, archive
+
+    def supersede(self, target: str, content: str) -> p.SupersedeResult:
+        """Replace an entry's text (SPEC §9): a new entry with the old one's category, tags,
+        files, importance and status; the old one archived as ``superseded``; a ``replaces``
+        edge; one event, one transaction."""
+        old = self._one_target(target)
+        if old.archived:
+            raise Conflict(f"{old.id[:8]} is archived ({old.archived_reason}): unarchive it first")
+        now = self._clock()
+        new = core_entries.new_entry(
+            entry_id=self._new_id(),
+            content=core_entries.clean_content(redact(content).text),
+            category=old.category,
+            status="pinned" if old.status == "pinned" else "confirmed",
+            now=now,
+            source=p.Source(kind="user"),
+            tags=old.tags,
+            file_paths=old.file_paths,
+            importance=old.importance,
+        )
+        twin = self.store.find_fingerprint(new.fingerprint)
+        if twin is not None:
+            raise Conflict(f"{twin.id[:8]} holds this text already")
+        self.commit(EntrySuperseded(old_id=old.id, entry=new, superseded_at=now))
+        return p.SupersedeResult(id=new.id, superseded=old.id)
+
+    def archive(self, targets: Sequence[str]) -> p.ArchiveResult:
+        """Archive entries by hand (reason ``user``): kept, searchable, never injected."""
+        found = [self._one_target(t) for t in targets]
+        ids = tuple(dict.fromkeys(e.id for e in found if not e.archived))
+        if ids:
+            self.commit(EntriesArchived(ids=ids, archived_at=self._clock()))
+        return p.ArchiveResult(ids=list(ids), archived=True)
+
+    def unarchive(self, target: str) -> p.ArchiveResult:
+        """Bring an archived entry back to active memory."""
+        entry = self._one_target(target)
+        if not entry.archived:
+            return p.ArchiveResult(ids=[], archived=False)
+        twin = self.store.find_fingerprint(entry.fingerprint)
+        if twin is not None:
+            raise Conflict(f"{twin.id[:8]}, an active entry, holds this text")
+        self.commit(EntryUnarchived(id=entry.id, updated_at=self._clock()))
+        return p.ArchiveResult(ids=[entry.id], archived=False)
+
+    # ------------------------------------------------------------------ compaction (SPEC §8)
+
+    def entries_after(self, after_id: str, limit: int) -> list[p.Entry]:
+        """A keyset page of every entry, archived included, in id order."""
+        return self.store.entries_after(after_id, limit)
+
+    def last_compacted_at(self) -> float | None:
+        """When the last compaction that decided anything was planned (None: never)."""
+        value = self.store.setting("last_compacted_at")
+        return float(value) if isinstance(value, int | float) else None
+
+    def apply_compaction(
+        self,
+        decisions: Sequence[CompactionEvent],
+        *,
+        ran_at: float,
+        completed: bool,
+        policy: CompactionPolicy,
+    ) -> list[CompactionEvent]:
+        """Apply the decisions that still hold for the entries as they are now, as one event
+        in one transaction; returns those applied."""
+        self.flush_accesses()
+        current = self.store.get_many([d.id for d in decisions])
+        kept = tuple(d for d in decisions if still_holds(d, current.get(d.id), ran_at, policy))
+        if kept or completed:
+            self.commit(CompactionApplied(ran_at=ran_at, decisions=kept, completed=completed))
+        return list(kept)
+
+    def entry_counts(self) -> p.EntryCounts:
+        return self.store.counts()
 
     # ------------------------------------------------------------------ accesses, aliases, budget
 
@@ -327,6 +430,7 @@ class ProjectMemory:
             else:
                 continue
             self._accesses[entry_id] = (count + 1, now)
+            self.accesses_since_compaction += 1
 
     def flush_accesses(self) -> None:
         if not self._accesses:
@@ -539,6 +643,7 @@ class ProjectMemory:
             slug=self.slug,
             entries=self.store.counts(),
             sessions=self.store.session_count(),
+            last_compacted_at=self.compacted_at,
             index=p.IndexInfo(
                 documents=state.documents,
                 applied_seq=state.applied_seq,
@@ -578,6 +683,11 @@ class ProjectMemory:
 QUARANTINE_S = 24 * 3600
 EPISODE_SEARCH_SCAN = 10_000  # episodes a text query looks through
 _CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
+
+
+def _past(at: float | None, now: float) -> float | None:
+    """A time from an import line, if it is a time in the past."""
+    return at if at is not None and 0 < at <= now else None
 
 
 def _alias_term(text: str) -> str:

@@ -39,7 +39,9 @@ class ProjectRegistry:
         self._opener = opener
         self._open: OrderedDict[Path, ProjectMemory] = OrderedDict()
         self.max_open = max_open
-        self.on_open: Callable[[ProjectMemory], None] | None = None  # set by the composition root
+        # What else happens when a project opens (watch its bank, compact it): set by the
+        # composition root.
+        self.on_open: list[Callable[[ProjectMemory], None]] = []
         self._known: set[Path] | None = None  # roots ever held memory for, read once
 
     def root_for(self, cwd: str | None) -> Path:
@@ -60,8 +62,8 @@ class ProjectRegistry:
             self._open[root] = project
             if self._known is not None:
                 self._known.add(root)
-            if self.on_open is not None:
-                self.on_open(project)
+            for hook in self.on_open:
+                hook(project)
             self._close_least_recent()
         self._open.move_to_end(root)
         return project

@@ -67,6 +67,14 @@ def register(c: Commands) -> None:
     p = c.add("episodes", cmd_episodes, protocol.Episodes)
     p.add_argument("query", nargs="?")
     p.add_argument("--limit", type=int, default=20)
+    p = c.add("compact", cmd_compact, protocol.Compact)
+    p.add_argument("--dry-run", action="store_true", help="only report what it would do")
+    p = c.add("supersede", cmd_supersede, protocol.Supersede)
+    p.add_argument("target", metavar="ID|KEYWORD")
+    p.add_argument("text", help="the new text ('-' reads stdin)")
+    p = c.add("archive", cmd_archive, protocol.Archive)
+    p.add_argument("targets", nargs="+", metavar="ID|KEYWORD")
+    c.add("unarchive", cmd_unarchive, protocol.Unarchive).add_argument("target", metavar="ID")
 
 
 def cmd_remember(s: Session) -> None:
@@ -215,3 +223,20 @@ def cmd_config(s: Session) -> None:
 def cmd_episodes(s: Session) -> None:
     result = s.call(protocol.Episodes(query=s.args.query or "", limit=s.args.limit))
     s.emit(result, render.episodes)
+
+
+def cmd_compact(s: Session) -> None:
+    s.emit(s.call(protocol.Compact(dry_run=s.args.dry_run), BULK_BUDGET_S), render.compacted)
+
+
+def cmd_supersede(s: Session) -> None:
+    text = sys.stdin.read() if s.args.text == "-" else s.args.text
+    s.emit(s.call(protocol.Supersede(target=s.args.target, content=text)), render.superseded)
+
+
+def cmd_archive(s: Session) -> None:
+    s.emit(s.call(protocol.Archive(targets=s.args.targets)), render.archived)
+
+
+def cmd_unarchive(s: Session) -> None:
+    s.emit(s.call(protocol.Unarchive(target=s.args.target)), render.archived)

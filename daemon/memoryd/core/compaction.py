@@ -342,3 +342,35 @@ def compaction_steps(
     while not planner.evict(slice_size):
         yield None
     yield planner.plan()
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def still_holds(
+    decision: EntryDecayed | EntryExpired | EntryEvicted | ArchivePurged,
+    entry: Entry | None,
+    now: float,
+    policy: CompactionPolicy = DEFAULT_POLICY,
+) -> bool:
+    """Whether a decision taken over slices is still right for the entry as it is now: requests
+    are served between two slices, so an entry may have been used, pinned, archived, restored
+    or forgotten since it was read. A decision that no longer holds is dropped (the next run
+    decides again); one that holds is applied as planned."""
+    if entry is None:
+        return False
+    match decision:
+        case ArchivePurged(archived_at=archived_at):
+            return entry.archived and entry.updated_at == archived_at
+        case EntryDecayed():
+            return not entry.archived
+        case EntryExpired(ttl_days=ttl):
+            return (
+                not entry.archived
+                and entry.status != "pinned"
+                and days_since_access(entry, now) > ttl
+                and entry.access_count < policy.ttl_access_threshold
+            )
+        case EntryEvicted():
+            recent = now - policy.recent_access_hours * 3600.0
+            return not entry.archived and entry.status != "pinned" and last_access(entry) <= recent

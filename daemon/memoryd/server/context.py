@@ -18,6 +18,7 @@ from memoryd.banks.service import BankService
 from memoryd.banks.writer import BankWriter
 from memoryd.capture.service import CaptureService
 from memoryd.capture.watcher import TranscriptWatcher
+from memoryd.compactor import Compactor
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 
@@ -72,6 +73,7 @@ class DaemonContext:
     banks: BankService | None = None
     bank_writer: BankWriter | None = None
     watcher: TranscriptWatcher | None = None
+    compactor: Compactor | None = None
     backfill_days: float = 0.0
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     started: float = field(default_factory=time.monotonic)

@@ -84,7 +84,13 @@ def _quarantine(ctx: DaemonContext) -> None:
         project.review_quarantine(time.time())
 
 
+def _compaction(ctx: DaemonContext) -> None:
+    if ctx.compactor is not None:
+        ctx.compactor.request_all()
+
+
 JOBS: dict[str, Callable[[DaemonContext], None]] = {
+    "compaction": _compaction,
     "index_commit": _index_commit,
     "bank_sync": _bank_sync,
     "capture_idle": _capture_idle,

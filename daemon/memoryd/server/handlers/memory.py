@@ -3,12 +3,16 @@ payload (inject, budget), aliases, learning settings (auto, preset) and episodes
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
 
 from memctl import protocol as p
-from memoryd.server.context import DaemonContext, Handler
+from memoryd.core.errors import Unavailable
+from memoryd.server.context import DaemonContext, Handler, Parked
+
+COMPACT_WAIT_S = 25.0  # within memctl's bulk budget; a longer run goes on in the background
 
 
 def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
@@ -106,6 +110,30 @@ def episodes(ctx: DaemonContext, req: p.Episodes) -> p.EpisodesResult:
     )
 
 
+def compact(ctx: DaemonContext, req: p.Compact) -> p.CompactResult | Parked:
+    if ctx.compactor is None:
+        raise Unavailable("compaction is not running in this daemon")
+    run = ctx.compactor.for_request(req, ctx.registry.get(req.project), req.dry_run)
+    if run.result is not None:
+        return run.result
+    running = p.CompactResult(
+        decayed=0, expired=0, evicted=0, purged=0, active=0, archived=0, done=False
+    )
+    return Parked(time.monotonic() + COMPACT_WAIT_S, running, ready=run.done)
+
+
+def supersede(ctx: DaemonContext, req: p.Supersede) -> p.SupersedeResult:
+    return ctx.registry.get(req.project).supersede(req.target, req.content)
+
+
+def archive(ctx: DaemonContext, req: p.Archive) -> p.ArchiveResult:
+    return ctx.registry.get(req.project).archive(req.targets)
+
+
+def unarchive(ctx: DaemonContext, req: p.Unarchive) -> p.ArchiveResult:
+    return ctx.registry.get(req.project).unarchive(req.target)
+
+
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Remember: remember,
     p.Search: search,
@@ -123,4 +151,8 @@ HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Auto: auto,
     p.Preset: preset,
     p.Episodes: episodes,
+    p.Compact: compact,
+    p.Supersede: supersede,
+    p.Archive: archive,
+    p.Unarchive: unarchive,
 }

@@ -1,0 +1,197 @@
+"""Compaction as daemon work (SPEC §8): when it runs, and how it shares the owner thread.
+
+The core (``memoryd.core.compaction``) decides; this service feeds it a keyset page of entries
+per step and applies its plan a batch per step, each batch one event (``CompactionApplied``) in
+one transaction. The loop takes one step per turn between messages (``Server`` ``idle_work``),
+so a run over 300,000 entries never holds the owner thread for long (``bench/compaction.py``).
+
+A run is started when a project opens, after every ``every_accesses`` injected entries, by the
+scheduler's ``compaction`` tick, and by ``memctl compact``. Requests are served between two
+steps, so each decision is checked against the entry as it is when applied
+(``core.compaction.still_holds``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from itertools import chain
+
+from memctl import protocol as p
+from memoryd.core.compaction import (
+    DEFAULT_POLICY,
+    SLICE_SIZE,
+    CompactionPlan,
+    CompactionPolicy,
+    compaction_steps,
+)
+from memoryd.core.events import CompactionEvent
+from memoryd.project import ProjectMemory
+
+APPLY_BATCH = 500  # decisions per event and transaction: see bench/compaction.py
+EVERY_ACCESSES = 50  # SPEC §8: a run after this many entries were injected
+MAX_WAITING = 64  # client requests waiting for a run
+
+
+class CompactionRun:
+    """One run over one project: planned a page per step, then applied a batch per step.
+    ``result`` is set when it is done."""
+
+    def __init__(
+        self,
+        project: ProjectMemory,
+        clock: Callable[[], float],
+        policy: CompactionPolicy,
+        *,
+        dry_run: bool,
+        slice_size: int = SLICE_SIZE,
+        batch_size: int = APPLY_BATCH,
+    ) -> None:
+        self.project = project
+        self.dry_run = dry_run
+        self.result: p.CompactResult | None = None
+        self._clock = clock
+        self._policy = policy
+        self._slice_size = slice_size
+        self._batch_size = batch_size
+        self._steps = self._run()
+
+    def done(self) -> bool:
+        return self.result is not None
+
+    def step(self) -> bool:
+        """Take one step; True once the run is done."""
+        if self.result is None:
+            next(self._steps, None)
+        return self.result is not None
+
+    def _pages(self) -> Iterator[p.Entry]:
+        after = ""
+        while page := self.project.entries_after(after, self._slice_size):
+            yield from page
+            after = page[-1].id
+
+    def _run(self) -> Iterator[None]:
+        project = self.project
+        now = self._clock()  # when it starts, not when it was asked for
+        project.accesses_since_compaction = 0
+        project.flush_accesses()  # the access counts the plan reads are current
+        since = project.last_compacted_at()
+        plan: CompactionPlan | None = None
+        for plan in compaction_steps(
+            self._pages(), now, self._policy, since=since, slice_size=self._slice_size
+        ):
+            if plan is None:
+                yield
+        assert plan is not None
+        if self.dry_run:
+            c = plan.counts
+            self.result = p.CompactResult(
+                decayed=c.decayed,
+                expired=c.expired,
+                evicted=c.evicted,
+                purged=c.purged,
+                active=c.active,
+                archived=c.archived,
+                dry_run=True,
+            )
+            return
+        decisions: list[CompactionEvent] = list(
+            chain(plan.expired, plan.evicted, plan.purged, plan.decayed)
+        )
+        applied: list[CompactionEvent] = []
+        for start in range(0, len(decisions), self._batch_size):
+            yield
+            batch = decisions[start : start + self._batch_size]
+            last = start + self._batch_size >= len(decisions)
+            applied += project.apply_compaction(
+                batch, ran_at=now, completed=last, policy=self._policy
+            )
+        project.compacted_at = now
+        counts = project.entry_counts()
+        self.result = p.CompactResult(
+            decayed=sum(d.__struct_config__.tag == "entry_decayed" for d in applied),
+            expired=sum(d.__struct_config__.tag == "entry_expired" for d in applied),
+            evicted=sum(d.__struct_config__.tag == "entry_evicted" for d in applied),
+            purged=sum(d.__struct_config__.tag == "archive_purged" for d in applied),
+            active=counts.candidate + counts.confirmed + counts.pinned,
+            archived=counts.archived,
+        )
+
+
+class Compactor:
+    """The queue of compaction runs, one step of the head run per loop turn. Owner thread only."""
+
+    def __init__(
+        self,
+        opened: Callable[[], list[ProjectMemory]],
+        *,
+        policy: CompactionPolicy = DEFAULT_POLICY,
+        every_accesses: int = EVERY_ACCESSES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._opened = opened
+        self.policy = policy
+        self.every_accesses = every_accesses
+        self._clock = clock
+        self._runs: deque[CompactionRun] = deque()
+        # The run of each client request waiting for one (keyed by the request object, held so
+        # that its id is not reused while it waits).
+        self._for_request: dict[int, tuple[object, CompactionRun]] = {}
+
+    def request(self, project: ProjectMemory, *, dry_run: bool = False) -> CompactionRun:
+        """Queue a run (a real one joins a real one already queued for the project)."""
+        if not dry_run:
+            for run in self._runs:
+                if run.project is project and not run.dry_run:
+                    return run
+        run = CompactionRun(project, self._clock, self.policy, dry_run=dry_run)
+        self._runs.append(run)
+        return run
+
+    def on_open(self, project: ProjectMemory) -> None:
+        """A project opened: compact it (SPEC §8, on load), unless it holds nothing yet (what
+        the opening request adds is not "loaded": the next run sees it)."""
+        c = project.entry_counts()
+        if c.candidate + c.confirmed + c.pinned + c.archived:
+            self.request(project)
+
+    def request_all(self) -> None:
+        for project in self._opened():
+            self.request(project)
+
+    def for_request(self, request: object, project: ProjectMemory, dry_run: bool) -> CompactionRun:
+        """The run answering one client request (its parked handler runs again until the run is
+        done); forgotten once done."""
+        held = self._for_request.get(id(request))
+        if held is None or held[0] is not request:
+            held = (request, self.request(project, dry_run=dry_run))
+            self._for_request[id(request)] = held
+            while len(self._for_request) > MAX_WAITING:  # answered at their deadline meanwhile
+                del self._for_request[next(iter(self._for_request))]
+        run = held[1]
+        if run.done():
+            self._for_request.pop(id(request), None)
+        return run
+
+    def pending(self) -> bool:
+        return bool(self._runs)
+
+    def step(self) -> bool:
+        """One step of the head run (the loop's idle work); True while more work is queued."""
+        opened = self._opened()
+        for project in opened:
+            if project.accesses_since_compaction >= self.every_accesses:
+                self.request(project)
+        if not self._runs:
+            return False
+        run = self._runs[0]
+        if run.project not in opened:  # closed meanwhile: it runs again when it opens
+            self._runs.popleft()
+            run.result = p.CompactResult(
+                decayed=0, expired=0, evicted=0, purged=0, active=0, archived=0, done=False
+            )
+        elif run.step():
+            self._runs.popleft()
+        return bool(self._runs)
