@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import Env, memctl, ok_json
+from conftest import Env, memctl, ok_json, until
 
 DAY = 86_400.0
 
@@ -114,3 +114,123 @@ def test_past_the_soft_limit_active_memory_is_evicted_to_the_target(env: Env, da
     for content in sample:
         hits = ok_json(env, "search", content, "--archive", "-k", "3")["results"]
         assert archived[content]["id"] in [h["id"] for h in hits]
+
+
+def _journal(env: Env, slug: str) -> list[dict]:
+    path = env.data / "projects" / slug / "audit.jsonl"
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _journaled_archives(records: list[dict]) -> tuple[set[str], list[bool]]:
+    """Ids archived by journaled compaction batches, and each batch's ``completed``."""
+    ids: set[str] = set()
+    completed: list[bool] = []
+    for record in records:
+        event = record["event"]
+        if event["type"] == "compaction_applied":
+            completed.append(event.get("completed", False))
+            ids.update(
+                d["id"]
+                for d in event["decisions"]
+                if d["type"] in ("entry_expired", "entry_evicted")
+            )
+    return ids, completed
+
+
+def test_sigkill_during_compaction_loses_nothing_and_half_applies_nothing(env: Env) -> None:
+    import subprocess
+
+    from conftest import BIN, Daemon
+    from test_durability import assert_clean_on_disk
+
+    daemon = Daemon(env).start()
+    now = time.time()
+    total = 6_000  # 3,300 evictions and as many decays: a run of several batches
+    lines = [
+        {
+            "content": f"kept fact {i} about service s{i} and queue q{i}",
+            "category": "preference",
+            "created_at": now - 3 * DAY,
+            "importance": round(0.2 + (i % 70) / 100, 2),
+        }
+        for i in range(total)
+    ]
+    _import(env, lines)
+    acked = ok_json(env, "remember", "Acknowledged before the crash: keep it")["id"]
+    slug = ok_json(env, "status")["project"]["slug"]
+    audit = env.data / "projects" / slug / "audit.jsonl"
+    seen = audit.stat().st_size
+    compact = subprocess.Popen(
+        [str(BIN / "memctl"), "--json", "compact"],
+        cwd=env.project,
+        env=env.environ(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with open(audit, "rb") as fh:
+
+            def first_batch_journaled() -> bool:
+                fh.seek(seen)
+                return b'"compaction_applied"' in fh.read()
+
+            until(first_batch_journaled, "the first compaction batch journaled", 60)
+        daemon.kill()  # SIGKILL, mid-run
+    finally:
+        compact.wait(timeout=60)
+    archived_at_kill, completed = _journaled_archives(_journal(env, slug))
+    assert completed and not completed[-1], "the kill should land before the run's last batch"
+    print(f"\nkilled after {len(completed)} batches, {len(archived_at_kill)} entries archived")
+
+    daemon = Daemon(env).start()
+    # Reopened with entries: the on-load run, joined by this request, finishes the job.
+    result = ok_json(env, "compact")
+    assert (result["active"], result["archived"]) == (2_700, total + 1 - 2_700)
+    exported = memctl(env, "export", "--archived").stdout.splitlines()
+    entries = {e["id"]: e for e in map(json.loads, exported)}
+    assert acked in entries and not entries[acked]["archived"]
+    assert len(entries) == total + 1  # nothing lost: compaction archives, never deletes
+    archived = {i for i, e in entries.items() if e["archived"]}
+    journaled, _ = _journaled_archives(_journal(env, slug))
+    # Whole batches only: every journaled decision applied, nothing applied unjournaled.
+    assert archived == journaled and archived_at_kill <= archived
+    assert_clean_on_disk(env, daemon, slug, total + 1)
+
+
+def test_compaction_runs_on_load_and_after_accesses(env: Env) -> None:
+    from conftest import Daemon
+
+    daemon = Daemon(env).start()
+    now = time.time()
+    _import(
+        env,
+        [
+            {"content": f"stale progress {i}", "category": "task_progress",
+             "created_at": now - 30 * DAY}
+            for i in range(3)
+        ],
+    )  # fmt: skip
+    daemon.stop()
+    daemon = Daemon(env).start()
+    try:
+        # The project opens with the first request; its on-load run archives what went stale.
+        ok_json(env, "status")
+        until(
+            lambda: ok_json(env, "status")["project"]["entries"]["archived"] == 3,
+            "the on-load compaction",
+        )
+        assert ok_json(env, "status")["project"]["last_compacted_at"] >= now
+        fresh = ok_json(env, "remember", "the build uses bazel and remote caching")["id"]
+        _import(
+            env,
+            [{"content": "old progress nobody reads", "category": "task_progress",
+              "created_at": now - 30 * DAY}],
+        )  # fmt: skip
+        for _ in range(50):  # 50 injected entries start a run
+            assert fresh[:8] in ok_json(env, "inject", "--query", "bazel build caching")["text"]
+        until(
+            lambda: ok_json(env, "status")["project"]["entries"]["archived"] == 4,
+            "a run after 50 accesses",
+        )
+    finally:
+        daemon.stop()
