@@ -13,8 +13,16 @@ active count stays above 2,700 because more entries than that are protected (pin
 or created in the last 24 h).
 Progress on stderr, table on stdout; tables, no asserts.
 
+``--apply``: the daemon's whole run instead, on a real project (SQLite, audit log, search index
+in a temporary folder) loaded with the same entries: ``memoryd.compactor.CompactionRun`` a step
+at a time as the loop takes them (each step reads a keyset page from SQLite, or applies one batch
+of decisions: one journal line, one transaction), then the index catching up with what the run
+archived (which the next search, or the index commit job, does on the owner thread). Reported:
+the run's time, its steps, the longest step (the longest the owner thread is held by the run),
+and the index catch-up.
+
     /work/venv-compaction/bin/python bench/compaction.py [--sizes 3000,30000,300000]
-        [--repeats 5] [--slice-size 2000]
+        [--repeats 5] [--slice-size 2000] [--apply]
 """
 
 from __future__ import annotations
@@ -24,10 +32,15 @@ import gc
 import random
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from memctl.protocol import Entry
-from memoryd.core.compaction import SLICE_SIZE, CompactionPlan, compaction_steps
+from memoryd.background import BackgroundErrors
+from memoryd.compactor import CompactionRun
+from memoryd.config import StorageSettings
+from memoryd.core.compaction import DEFAULT_POLICY, SLICE_SIZE, CompactionPlan, compaction_steps
 from memoryd.core.entries import CATEGORIES, section_of
 
 DAY = 86_400.0
@@ -81,6 +94,44 @@ def one_run(
     return sum(slices), slices, plan
 
 
+def applied_run(size: int, load_chunk: int = 5_000) -> str:
+    """The daemon's run on a real project of ``size`` synthetic entries; one table row."""
+    from memoryd.project import ProjectMemory
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "project"
+        root.mkdir()
+        project = ProjectMemory(
+            root, Path(tmp) / "data", StorageSettings(), BackgroundErrors(), clock=lambda: NOW
+        )
+        entries = synthetic(size)
+        print(f"  loading {size:,} entries", file=sys.stderr)
+        for start in range(0, size, load_chunk):
+            project.import_entries(entries[start : start + load_chunk])
+        project.sync_index()
+        del entries
+        gc.collect()
+        print("  compacting", file=sys.stderr)
+        run = CompactionRun(project, lambda: NOW, DEFAULT_POLICY, dry_run=False)
+        steps: list[float] = []
+        done = False
+        while not done:
+            t0 = time.perf_counter()
+            done = run.step()
+            steps.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        project.sync_index()
+        catch_up = time.perf_counter() - t0
+        project.close()
+    r = run.result
+    assert r is not None
+    return (
+        f"{size:>8,} {len(steps):>6} {sum(steps):>8.2f}s {p95(steps) * 1e3:>8.1f}ms "
+        f"{max(steps) * 1e3:>8.1f}ms {catch_up * 1e3:>10.0f}ms  expired={r.expired} "
+        f"evicted={r.evicted} purged={r.purged} active={r.active} archived={r.archived}"
+    )
+
+
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -91,7 +142,22 @@ def main() -> int:
     parser.add_argument("--sizes", default="3000,30000,300000")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--slice-size", type=int, default=SLICE_SIZE)
+    parser.add_argument("--apply", action="store_true", help="the daemon's run, applied")
     args = parser.parse_args()
+    if args.apply:
+        rows = []
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(f"{size:,} entries", file=sys.stderr)
+            rows.append(applied_run(size))
+        print(
+            f"python {sys.version.split()[0]}; run steps of a project compacted as the daemon does"
+        )
+        print(
+            f"{'entries':>8} {'steps':>6} {'run':>9} {'step p95':>10} {'step max':>10} "
+            f"{'index sync':>12}  counts"
+        )
+        print("\n".join(rows))
+        return 0
 
     header = (
         f"{'entries':>8} {'run':>6} {'slices':>6} {'plan median':>12} {'plan p95':>9} "

@@ -108,6 +108,10 @@ class CompactionRun:
             applied += project.apply_compaction(
                 batch, ran_at=now, completed=last, policy=self._policy
             )
+            # The index learns of each batch in a step of its own: left to the next search,
+            # a whole run's archives would hold the owner thread for seconds at 300,000.
+            yield
+            project.sync_index()
         project.compacted_at = now
         counts = project.entry_counts()
         self.result = p.CompactResult(
