@@ -165,5 +165,7 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "supersede",
         "archive",
         "unarchive",  # beyond the SPEC list: the way back from archive (issue 9)
+        "conflicts",  # beyond the SPEC list: conflicts you can list and resolve (issue 9)
+        "resolve",
     }
     assert set(tags) == spec_ops

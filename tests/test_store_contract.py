@@ -23,6 +23,7 @@ from memoryd.core.events import (
     BankFileSynced,
     CompactionApplied,
     ConflictDetected,
+    ConflictResolved,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -659,3 +660,20 @@ def test_keyset_pages(store) -> None:
         pages.append([e.id for e in page])
         after = page[-1].id
     assert pages == [[_e(i).id for i in (1, 2, 3)], [_e(i).id for i in (4, 5, 6)], [_e(7).id]]
+
+
+def test_open_conflicts_and_resolving_them(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(1, 7))), 1)
+    store.apply(ConflictDetected(_e(1).id, _e(2).id, "contradictory", 5.0), 2)
+    store.apply(ConflictDetected(_e(3).id, _e(4).id, "contradictory", 6.0), 3)
+    store.apply(ConflictDetected(_e(5).id, _e(6).id, "contradictory", 7.0), 4)
+    store.apply(EntriesArchived(ids=(_e(6).id,), archived_at=8.0), 5)  # not open: one archived
+    assert [c[:2] for c in store.open_conflicts()] == [(_e(1).id, _e(2).id), (_e(3).id, _e(4).id)]
+    resolved = ConflictResolved(entry_a=_e(1).id, entry_b=_e(2).id, kept=_e(2).id, resolved_at=9.0)
+    assert store.apply(resolved, 6) == [_e(1).id]
+    old = store.get(_e(1).id)
+    assert (old.archived, old.archived_reason, old.superseded_by) == (True, "superseded", _e(2).id)
+    both = ConflictResolved(entry_a=_e(3).id, entry_b=_e(4).id, kept=None, resolved_at=10.0)
+    assert store.apply(both, 7) == []
+    assert store.open_conflicts() == [] and store.active_conflicts([_e(3).id]) == []
+    assert not store.get(_e(3).id).archived and not store.get(_e(4).id).archived

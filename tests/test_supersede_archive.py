@@ -60,3 +60,38 @@ def test_archive_and_unarchive(env: Env, daemon) -> None:
     clash = memctl(env, "unarchive", b)
     assert clash.code != 0 and "holds this text" in clash.stderr
     assert memctl(env, "archive", "no-such-entry-anywhere").code != 0
+
+
+def _conflicting_pair(env: Env, subject: str) -> tuple[str, str]:
+    a = ok_json(env, "remember", f"Always use {subject}", "--category", "pattern")["id"]
+    b = ok_json(env, "remember", f"Never use {subject}", "--category", "pattern")["id"]
+    return a, b
+
+
+def test_conflicts_are_listed_and_resolved(env: Env, daemon) -> None:
+    a, b = _conflicting_pair(env, "the repository pattern for database access")
+    c, d = _conflicting_pair(env, "tabs for indentation in the makefiles")
+    listed = ok_json(env, "conflicts")["conflicts"]
+    assert [(x["a"]["id"], x["b"]["id"]) for x in listed] == [(a, b), (c, d)]
+    assert listed[0]["b"]["content"].startswith("Never use the repository")
+    assert ok_json(env, "status")["project"]["open_conflicts"] == 2
+    first, second = listed[0]["id"], listed[1]["id"]
+
+    kept = ok_json(env, "resolve", first, "--keep", b)
+    assert kept == {"id": first, "kept": b, "superseded": a}
+    (gone,) = ok_json(env, "list", "--archived")["entries"]
+    assert (gone["id"], gone["archived_reason"], gone["superseded_by"]) == (a, "superseded", b)
+    payload = ok_json(env, "inject", "--query", "repository pattern database")["text"]
+    assert "CONFLICT" not in payload and "Always use the repository" not in payload
+
+    assert ok_json(env, "resolve", second, "--both") == {"id": second, "kept": None,
+                                                         "superseded": None}  # fmt: skip
+    payload = ok_json(env, "inject", "--query", "tabs indentation makefiles")["text"]
+    assert (
+        "CONFLICT" not in payload and "Always use tabs" in payload and "Never use tabs" in payload
+    )
+    assert ok_json(env, "conflicts")["conflicts"] == []
+    assert ok_json(env, "status")["project"]["open_conflicts"] == 0
+    again = memctl(env, "resolve", first, "--both")
+    assert again.code != 0 and "no open conflict" in again.stderr
+    assert memctl(env, "resolve", second).code == 2  # --keep or --both is required

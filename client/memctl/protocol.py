@@ -158,6 +158,7 @@ class ProjectInfo(msgspec.Struct, kw_only=True):
     sessions: int
     index: IndexInfo
     last_compacted_at: float | None = None  # when compaction last ran to its end
+    open_conflicts: int = 0  # unresolved, between two active entries
 
 
 class SloInfo(msgspec.Struct, kw_only=True):
@@ -320,6 +321,28 @@ class ArchiveResult(msgspec.Struct, kw_only=True):
 
     ids: list[str]
     archived: bool
+
+
+class ConflictInfo(msgspec.Struct, kw_only=True):
+    """An open conflict: its id (for ``resolve``), its kind, and both entries."""
+
+    id: str
+    conflict_type: str
+    detected_at: float
+    a: Entry
+    b: Entry
+
+
+class ConflictsResult(msgspec.Struct, kw_only=True):
+    conflicts: list[ConflictInfo]
+
+
+class ResolveResult(msgspec.Struct, kw_only=True):
+    """``superseded``: the entry archived in favour of the one kept (None with --both)."""
+
+    id: str
+    kept: str | None
+    superseded: str | None
 
 
 class RejectedLine(msgspec.Struct, kw_only=True):
@@ -780,6 +803,20 @@ class Unarchive(Request[ArchiveResult], tag="unarchive"):
     mutates = True
 
     target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class Conflicts(Request[ConflictsResult], tag="conflicts"):
+    """List open conflicts between active entries, with both texts."""
+
+
+class Resolve(Request[ResolveResult], tag="resolve"):
+    """Resolve a conflict: --keep ID supersedes the other entry; --both keeps both (it was not a
+    conflict)."""
+
+    mutates = True
+
+    conflict: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    keep: Annotated[str, msgspec.Meta(min_length=1, max_length=512)] | None = None
 
 
 class Export(Request[ExportResult], tag="export"):

@@ -22,6 +22,8 @@ def status(r: p.StatusResult) -> str:
             f"entries: {e.confirmed} confirmed, {e.pinned} pinned, "
             f"{e.candidate} candidate, {e.archived} archived"
         )
+        if project.open_conflicts:
+            lines.append(f"conflicts: {project.open_conflicts} open (memctl conflicts)")
         if project.last_compacted_at is not None:
             lines.append(f"compaction: last ran {_when(project.last_compacted_at)}")
     slo = r.slo
@@ -56,6 +58,22 @@ def archived(r: p.ArchiveResult) -> str:
     if not r.ids:
         return f"nothing {verb}"
     return f"{verb} {len(r.ids)}: " + ", ".join(_short(i) for i in r.ids)
+
+
+def conflicts(r: p.ConflictsResult) -> str:
+    if not r.conflicts:
+        return "no open conflicts"
+    return "\n".join(
+        f"{c.id}  {c.conflict_type}\n  {_short(c.a.id)}  {c.a.content}\n  {_short(c.b.id)}  "
+        f"{c.b.content}"
+        for c in r.conflicts
+    )
+
+
+def resolved(r: p.ResolveResult) -> str:
+    if r.kept is None or r.superseded is None:
+        return f"{r.id}: both kept"
+    return f"{r.id}: kept {_short(r.kept)}, {_short(r.superseded)} superseded (archived)"
 
 
 def remembered(r: p.RememberResult) -> str:

@@ -39,6 +39,7 @@ from memoryd.core.events import (
     CompactionApplied,
     CompactionEvent,
     ConflictDetected,
+    ConflictResolved,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -384,6 +385,40 @@ class ProjectMemory:
         self.commit(EntryUnarchived(id=entry.id, updated_at=self._clock()))
         return p.ArchiveResult(ids=[entry.id], archived=False)
 
+    # ------------------------------------------------------------------ conflicts
+
+    def conflicts(self) -> list[p.ConflictInfo]:
+        """Open conflicts between active entries, oldest first, with both entries."""
+        found = self.store.open_conflicts()
+        held = self.store.get_many([i for a, b, _, _ in found for i in (a, b)])
+        return [
+            p.ConflictInfo(
+                id=conflict_id(a, b), conflict_type=kind, detected_at=t, a=held[a], b=held[b]
+            )
+            for a, b, kind, t in found
+            if a in held and b in held
+        ]
+
+    def resolve(self, conflict: str, keep: str | None) -> p.ResolveResult:
+        """Keep one entry of a conflict (the other is superseded by it), or both."""
+        wanted = conflict.strip().lower()
+        found = [c for c in self.conflicts() if c.id.startswith(wanted)]
+        if not found:
+            raise EntryNotFound(f"no open conflict {conflict!r} (see memctl conflicts)")
+        if len(found) > 1:
+            raise Ambiguous(f"{len(found)} open conflicts start with {conflict!r}")
+        c = found[0]
+        kept: str | None = None
+        if keep is not None:
+            kept = self._one_target(keep).id
+            if kept not in (c.a.id, c.b.id):
+                raise BadRequest(f"{keep!r} is neither entry of conflict {c.id}")
+        self.commit(
+            ConflictResolved(entry_a=c.a.id, entry_b=c.b.id, kept=kept, resolved_at=self._clock())
+        )
+        other = None if kept is None else (c.b.id if kept == c.a.id else c.a.id)
+        return p.ResolveResult(id=c.id, kept=kept, superseded=other)
+
     # ------------------------------------------------------------------ compaction (SPEC §8)
 
     def entries_after(self, after_id: str, limit: int) -> list[p.Entry]:
@@ -644,6 +679,7 @@ class ProjectMemory:
             entries=self.store.counts(),
             sessions=self.store.session_count(),
             last_compacted_at=self.compacted_at,
+            open_conflicts=len(self.store.open_conflicts()),
             index=p.IndexInfo(
                 documents=state.documents,
                 applied_seq=state.applied_seq,
@@ -683,6 +719,11 @@ class ProjectMemory:
 QUARANTINE_S = 24 * 3600
 EPISODE_SEARCH_SCAN = 10_000  # episodes a text query looks through
 _CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
+
+
+def conflict_id(entry_a: str, entry_b: str) -> str:
+    """A conflict's name for ``resolve``: both entries' short ids."""
+    return f"{entry_a[:8]}-{entry_b[:8]}"
 
 
 def _past(at: float | None, now: float) -> float | None:

@@ -75,6 +75,12 @@ def register(c: Commands) -> None:
     p = c.add("archive", cmd_archive, protocol.Archive)
     p.add_argument("targets", nargs="+", metavar="ID|KEYWORD")
     c.add("unarchive", cmd_unarchive, protocol.Unarchive).add_argument("target", metavar="ID")
+    c.add("conflicts", cmd_conflicts, protocol.Conflicts)
+    p = c.add("resolve", cmd_resolve, protocol.Resolve)
+    p.add_argument("conflict", metavar="CONFLICT", help="its id from memctl conflicts")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--keep", metavar="ID", help="keep this entry; the other is superseded")
+    how.add_argument("--both", action="store_true", help="keep both: it is not a conflict")
 
 
 def cmd_remember(s: Session) -> None:
@@ -240,3 +246,12 @@ def cmd_archive(s: Session) -> None:
 
 def cmd_unarchive(s: Session) -> None:
     s.emit(s.call(protocol.Unarchive(target=s.args.target)), render.archived)
+
+
+def cmd_conflicts(s: Session) -> None:
+    s.emit(s.call(protocol.Conflicts()), render.conflicts)
+
+
+def cmd_resolve(s: Session) -> None:
+    request = protocol.Resolve(conflict=s.args.conflict, keep=s.args.keep)
+    s.emit(s.call(request), render.resolved)

@@ -233,6 +233,16 @@ class EntryUnarchived(msgspec.Struct, tag="entry_unarchived", frozen=True, kw_on
     updated_at: float
 
 
+class ConflictResolved(msgspec.Struct, tag="conflict_resolved", frozen=True, kw_only=True):
+    """A user resolved a conflict: with ``kept``, the other entry is archived as superseded by
+    it (with a ``replaces`` edge); without, both stay (it was not a conflict)."""
+
+    entry_a: str
+    entry_b: str
+    kept: str | None
+    resolved_at: float
+
+
 Event = (
     EntryAdded
     | EntryReinforced
@@ -256,6 +266,7 @@ Event = (
     | EntrySuperseded
     | EntriesArchived
     | EntryUnarchived
+    | ConflictResolved
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1

@@ -140,6 +140,11 @@ class Store(Protocol):
         order they were detected."""
         ...
 
+    def open_conflicts(self) -> list[tuple[str, str, str, float]]:
+        """Unresolved conflicts between two active entries, as (entry_a, entry_b,
+        conflict_type, detected_at), in the order they were detected."""
+        ...
+
     # ------------------------------------------------------------------ change log
 
     def change_seq(self) -> int:

@@ -24,6 +24,7 @@ from memoryd.core.events import (
     CompactionApplied,
     CompactionEvent,
     ConflictDetected,
+    ConflictResolved,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -228,6 +229,15 @@ class MemoryStore:
                 for i in ids:
                     self._archive(i, "user", t)
                 return list(ids)
+            case ConflictResolved(entry_a=a, entry_b=b, kept=kept, resolved_at=t):
+                if (pair := self._conflicts.get((a, b))) is not None:
+                    self._conflicts[(a, b)] = msgspec.structs.replace(pair, resolved_at=t)
+                if kept is None:
+                    return []
+                other = b if kept == a else a
+                self._archive(other, "superseded", t, superseded_by=kept)
+                self._edges.setdefault((kept, other, "replaces"), t)
+                return [other]
             case EntryUnarchived(id=i, updated_at=t):
                 held = self._entries.get(i)
                 if held is not None and held.archived:
@@ -462,6 +472,19 @@ class MemoryStore:
         ]
         found.sort(key=lambda c: (c.detected_at, c.entry_a, c.entry_b))
         return [(c.entry_a, c.entry_b) for c in found]
+
+    def open_conflicts(self) -> list[tuple[str, str, str, float]]:
+        def active(entry_id: str) -> bool:
+            held = self._entries.get(entry_id)
+            return held is not None and not held.archived
+
+        found = [
+            c
+            for c in self._conflicts.values()
+            if c.resolved_at is None and active(c.entry_a) and active(c.entry_b)
+        ]
+        found.sort(key=lambda c: (c.detected_at, c.entry_a, c.entry_b))
+        return [(c.entry_a, c.entry_b, c.conflict_type, c.detected_at) for c in found]
 
     # ------------------------------------------------------------------ change log
 

@@ -23,6 +23,7 @@ from memoryd.core.events import (
     CompactionApplied,
     CompactionEvent,
     ConflictDetected,
+    ConflictResolved,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -208,6 +209,18 @@ class SqliteStore:
             case EntriesArchived(ids=ids, archived_at=t):
                 self._archive(ids, "user", t)
                 return list(ids)
+            case ConflictResolved(entry_a=a, entry_b=b, kept=kept, resolved_at=t):
+                conn.execute(
+                    "UPDATE conflicts SET resolved_at=? WHERE entry_a=? AND entry_b=?", (t, a, b)
+                )
+                if kept is None:
+                    return []
+                other = b if kept == a else a
+                self._archive([other], "superseded", t, superseded_by=kept)
+                conn.execute(
+                    "INSERT OR IGNORE INTO edges VALUES (?, ?, 'replaces', ?)", (kept, other, t)
+                )
+                return [other]
             case EntryUnarchived(id=i, updated_at=t):
                 conn.execute(
                     "UPDATE entries SET archived=0, archived_reason=NULL, updated_at=?"
@@ -625,6 +638,15 @@ class SqliteStore:
             [*ids, *ids],
         )
         return [(a, b) for a, b in rows]
+
+    def open_conflicts(self) -> list[tuple[str, str, str, float]]:
+        rows = self._conn.execute(
+            "SELECT c.entry_a, c.entry_b, c.conflict_type, c.detected_at FROM conflicts c"
+            " JOIN entries a ON a.id = c.entry_a AND a.archived = 0"
+            " JOIN entries b ON b.id = c.entry_b AND b.archived = 0"
+            " WHERE c.resolved_at IS NULL ORDER BY c.detected_at, c.entry_a, c.entry_b"
+        )
+        return [(a, b, kind, t) for a, b, kind, t in rows]
 
     def aliases(self) -> dict[str, tuple[str, ...]]:
         return {

@@ -134,6 +134,14 @@ def unarchive(ctx: DaemonContext, req: p.Unarchive) -> p.ArchiveResult:
     return ctx.registry.get(req.project).unarchive(req.target)
 
 
+def conflicts(ctx: DaemonContext, req: p.Conflicts) -> p.ConflictsResult:
+    return p.ConflictsResult(conflicts=ctx.registry.get(req.project).conflicts())
+
+
+def resolve(ctx: DaemonContext, req: p.Resolve) -> p.ResolveResult:
+    return ctx.registry.get(req.project).resolve(req.conflict, req.keep)
+
+
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Remember: remember,
     p.Search: search,
@@ -155,4 +163,6 @@ HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Supersede: supersede,
     p.Archive: archive,
     p.Unarchive: unarchive,
+    p.Conflicts: conflicts,
+    p.Resolve: resolve,
 }
