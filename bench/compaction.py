@@ -36,12 +36,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from memctl.protocol import Entry
+from memctl.protocol import Entry, Inject
 from memoryd.background import BackgroundErrors
 from memoryd.compactor import CompactionRun
 from memoryd.config import StorageSettings
 from memoryd.core.compaction import DEFAULT_POLICY, SLICE_SIZE, CompactionPlan, compaction_steps
 from memoryd.core.entries import CATEGORIES, section_of
+from memoryd.core.recall.retrieval import RetrievalConfig
+from memoryd.core.recall.slo import SloMonitor
+from memoryd.project import ProjectMemory
+from memoryd.recall import Recall
 
 DAY = 86_400.0
 NOW = 1_750_000_000.0
@@ -96,8 +100,6 @@ def one_run(
 
 def applied_run(size: int, load_chunk: int = 5_000) -> str:
     """The daemon's run on a real project of ``size`` synthetic entries; one table row."""
-    from memoryd.project import ProjectMemory
-
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "project"
         root.mkdir()
@@ -109,8 +111,12 @@ def applied_run(size: int, load_chunk: int = 5_000) -> str:
         for start in range(0, size, load_chunk):
             project.import_entries(entries[start : start + load_chunk])
         project.sync_index()
+        queries = [f"synthetic entry {i}" for i in random.Random(3).sample(range(size), 200)]
         del entries
         gc.collect()
+        recall = Recall(RetrievalConfig(), SloMonitor())
+        before = [_inject_ms(recall, project, q) for q in queries]
+        during: list[float] = []
         print("  compacting", file=sys.stderr)
         run = CompactionRun(project, lambda: NOW, DEFAULT_POLICY, dry_run=False)
         steps: list[float] = []  # reading a page, or applying a batch
@@ -129,6 +135,9 @@ def applied_run(size: int, load_chunk: int = 5_000) -> str:
             t0 = time.perf_counter()
             done = run.step()
             (syncs if synced[0] else steps).append(time.perf_counter() - t0)
+            # A prompt served between two steps (one that arrives during a step also waits for
+            # the rest of it: at most the step's time).
+            during.append(_inject_ms(recall, project, queries[len(during) % len(queries)]))
         project.sync_index = sync  # type: ignore[method-assign]
         t0 = time.perf_counter()
         project.sync_index()
@@ -140,9 +149,16 @@ def applied_run(size: int, load_chunk: int = 5_000) -> str:
         f"{size:>8,} {len(steps) + len(syncs):>6} {sum(steps) + sum(syncs):>8.2f}s "
         f"{p95(steps) * 1e3:>8.1f}ms {max(steps) * 1e3:>8.1f}ms "
         f"{p95(syncs or [0.0]) * 1e3:>8.1f}ms {max(syncs or [0.0]) * 1e3:>8.1f}ms "
-        f"{catch_up * 1e3:>8.0f}ms  expired={r.expired} "
+        f"{catch_up * 1e3:>8.0f}ms {p95(before):>8.1f}ms {p95(during):>8.1f}ms  "
+        f"expired={r.expired} "
         f"evicted={r.evicted} purged={r.purged} active={r.active} archived={r.archived}"
     )
+
+
+def _inject_ms(recall: Recall, project: ProjectMemory, query: str) -> float:
+    t0 = time.perf_counter()
+    recall.inject(project, Inject(query=query, format="claude"))
+    return (time.perf_counter() - t0) * 1e3
 
 
 def p95(values: list[float]) -> float:
@@ -167,10 +183,12 @@ def main() -> int:
         )
         print(
             f"{'entries':>8} {'steps':>6} {'run':>9} {'step p95':>10} {'step max':>10} "
-            f"{'sync p95':>10} {'sync max':>10} {'after':>10}  counts"
+            f"{'sync p95':>10} {'sync max':>10} {'after':>10} {'inj p95':>10} {'during':>10}"
+            "  counts"
         )
         print("(step: a page read or a batch applied; sync: the index learning of a batch;")
-        print(" after: the index catch-up left once the run is done)")
+        print(" after: the index catch-up left once the run is done; inj p95: inject before the")
+        print(" run, during: inject between two steps of it)")
         print("\n".join(rows))
         return 0
 
