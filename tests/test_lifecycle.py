@@ -151,7 +151,8 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
     config.write_text(
         "[retrieval]\nbudget_ceiling = 1234\n"
         "category_weights = { decision = 0.5, discovery = 3.0 }\n\n"
-        "[storage]\nindex_heap_mb = 32\n"
+        "[storage]\nindex_heap_mb = 32\n\n"
+        "[banks]\nsync_interval_s = 7\n"
     )
     daemon.proc.send_signal(signal.SIGHUP)
     # Every reply after the reload carries the new ceiling; the first one also carries the
@@ -167,6 +168,7 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
 
     until(reloaded, "the budget ceiling follows the reloaded configuration")
     assert first_category() == "discovery"  # the new category weights rank the search
+    assert ok_json(env, "bank", "activate")["cache"]["sync_interval_s"] == 7  # says what runs
 
     def warned() -> bool:
         nonlocal warnings
@@ -179,7 +181,11 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
     assert "retrieval" not in warnings  # applied live, so not named as needing a restart
     events = [json.loads(line) for line in (env.state / "memoryd.log").read_text().splitlines()]
     reload = next(e for e in events if e["event"] == "reloaded")
-    assert reload["applied"] == ["retrieval.category_weights", "retrieval.budget_ceiling"]
+    assert sorted(reload["applied"]) == [
+        "banks.sync_interval_s",
+        "retrieval.budget_ceiling",
+        "retrieval.category_weights",
+    ]
     assert reload["needs_restart_for"] == ["storage.index_heap_mb"]
 
     # Unapplied settings keep their running value: a second reload still names them.

@@ -223,7 +223,7 @@ class Daemon:
             errors,
             endpoint,
             recall,
-            reload=lambda: self._reload(errors, recall, capture, jobs),
+            reload=lambda: self._reload(errors, recall, capture, banks, jobs),
             log=self.log,
             capture=capture,
             banks=banks,
@@ -262,6 +262,7 @@ class Daemon:
         errors: BackgroundErrors,
         recall: Recall,
         capture: CaptureService | None,
+        banks: BankService,
         jobs: Jobs,
     ) -> None:
         """SIGHUP: apply every setting that can change live; name the changed ones that cannot
@@ -286,6 +287,7 @@ class Daemon:
             capture.default_preset = fresh.capture.preset
             capture.idle_s = fresh.capture.idle_minutes * 60
             capture.checkpoint_every = fresh.capture.checkpoint_every
+        banks.sync_interval_s = fresh.banks.sync_interval_s  # what bank activate reports
         # What was not applied keeps its running value, so that the next reload still names it.
         self.settings = _keep_unapplied(self.settings, fresh)
         self.log.info(

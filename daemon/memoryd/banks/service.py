@@ -84,7 +84,7 @@ class BankService:
     ) -> None:
         self._registry = registry
         self.cache = cache
-        self._sync_interval_s = sync_interval_s
+        self.sync_interval_s = sync_interval_s  # the job's interval; SIGHUP may change it
         self._sync_requests: OrderedDict[str, None] = OrderedDict()
         self._instruction_config = instructions
         self._llm = llm
@@ -163,7 +163,7 @@ class BankService:
             custom_instructions=[
                 _convert(rule, p.CustomInstruction) for rule in activation.custom_instructions
             ],
-            cache=self.cache.describe(project.root, self._sync_interval_s),
+            cache=self.cache.describe(project.root, self.sync_interval_s),
         )
 
     def route_async(
