@@ -205,3 +205,26 @@ def test_usage_errors_exit_2(env: Env) -> None:
     assert memctl(env, "frobnicate").code == 2
     assert memctl(env, "remember").code == 2
     assert memctl(env, "--timeout", "0", "status").code == 2
+
+
+def test_global_options_anywhere_and_daemon_errors_as_json(env: Env, daemon) -> None:
+    ok_json(env, "remember", "The release checklist lives in docs/release.md")
+    before = memctl(env, "--json", "search", "release checklist")
+    after = memctl(env, "search", "release checklist", "--json")
+    assert before.code == after.code == 0
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    assert json.loads(after.stdout)["results"]
+    project = memctl(env, "list", "--project", str(env.project), "--json")
+    assert project.code == 0 and json.loads(project.stdout)["total"] == 1
+    refused = memctl(env, "forget", "no-such-entry-anywhere", "--json")
+    assert refused.code == 1  # the daemon's refusal: exit code as before
+    error = json.loads(refused.stdout)
+    assert error["error"] == "not_found" and error["exit_code"] == 1
+
+
+def test_version_names_client_and_daemon(env: Env, daemon) -> None:
+    result = memctl(env, "--version")
+    assert result.code == 0
+    client, server = result.stdout.splitlines()
+    assert client.startswith("memctl ") and "protocol" in client
+    assert server.startswith("memoryd ") and "pid" in server

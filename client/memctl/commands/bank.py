@@ -46,7 +46,10 @@ def cmd_init(s: Session) -> None:
 
 
 def cmd_validate(s: Session) -> None:
-    s.emit(s.call(protocol.BankValidate()), render.bank_validate)
+    result = s.call(protocol.BankValidate())
+    s.emit(result, render.bank_validate)
+    if not result.valid:  # a script (or CI) can rely on the exit code
+        raise Failed("the memory bank has problems")
 
 
 def cmd_read(s: Session) -> None:
