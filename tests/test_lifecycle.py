@@ -205,6 +205,13 @@ def test_invalid_config_file_fails_start_clearly(env: Env) -> None:
         [str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 2 and "invalid configuration" in result.stderr
+    assert "storage.audit_max_events" in result.stderr and str(config) in result.stderr
+    config.write_text("[retreival]\ntop_k = 3\n")  # a misspelt section is not ignored
+    result = subprocess.run(
+        [str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert f"{config}: unknown section [retreival]; did you mean 'retrieval'?" in result.stderr
 
 
 def test_logs_are_json_lines_with_request_summaries(env: Env, daemon: Daemon) -> None:
