@@ -339,7 +339,7 @@ def test_service_files_dry_run(env: Env, command: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     if command == "install-service":
-        assert f"ExecStart={BIN / 'memoryd'} run" in result.stdout
+        assert f'ExecStart="{BIN / "memoryd"}" run' in result.stdout
         assert "Type=notify" in result.stdout and "@EXEC@" not in result.stdout
         assert (
             "systemctl --user daemon-reload && systemctl --user enable --now memoryd"
@@ -362,6 +362,6 @@ def test_service_install_and_uninstall(env: Env) -> None:
         )
 
     assert run("install-service").returncode == 0
-    assert f"ExecStart={BIN / 'memoryd'} run" in unit.read_text()
+    assert f'ExecStart="{BIN / "memoryd"}" run' in unit.read_text()
     assert run("install-service").returncode == 0  # idempotent
     assert run("uninstall-service").returncode == 0 and not unit.exists()
