@@ -159,6 +159,12 @@ def test_process_routes_and_apply_writes(env: Env, daemon) -> None:
     assert applied["ingested"] == 2
     categories = sorted(e["category"] for e in ok_json(env, "list")["entries"])
     assert categories == ["decision", "task_progress"]
+    # The same text applied again files nothing twice (the day's dates aside, it is all there).
+    files = _snapshot(_bank(env))
+    again = ok_json(env, "bank", "process", "--apply", stdin=text)
+    assert again["applied"] == [] and again["ingested"] == 0
+    ok_json(env, "bank", "sync")
+    assert _snapshot(_bank(env)) == files
 
 
 def test_process_apply_needs_a_bank(env: Env, daemon) -> None:
