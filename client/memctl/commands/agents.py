@@ -22,3 +22,5 @@ def register(c: Commands) -> None:
     p.add_argument("--scope", choices=["user", "project"], default="user")
     p.add_argument("--uninstall", action="store_true", help="remove memctl's hooks instead")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    p = c.add("completion", lazy("memctl.completion", "run"), help="shell completion script")
+    p.add_argument("shell", choices=["bash", "zsh", "fish"])
