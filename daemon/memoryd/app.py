@@ -274,7 +274,7 @@ class Daemon:
             errors.record(f"configuration not reloaded: {exc}")
             return
         plan = config.plan_reload(self.settings, fresh)
-        logs.configure(fresh.logging.level, _log_file(fresh))
+        _configure_logs(fresh)
         self.log = logs.get()
         jobs.reschedule(**_intervals(fresh))
         slo_changed = fresh.slo != self.settings.slo
@@ -382,13 +382,22 @@ def _keep_unapplied(running: config.Settings, fresh: config.Settings) -> config.
     return config.Settings.model_validate(sections)
 
 
+def _configure_logs(settings: config.Settings) -> None:
+    logs.configure(
+        settings.logging.level,
+        _log_file(settings),
+        max_bytes=settings.logging.max_bytes,
+        backups=settings.logging.backups,
+    )
+
+
 def _log_file(settings: config.Settings) -> Path | None:
     return config.state_dir() / "memoryd.log" if settings.logging.file else None
 
 
 def run(config_file: Path | None, overrides: dict[str, Any]) -> int:
     settings = config.load(config_file, **overrides)
-    logs.configure(settings.logging.level, _log_file(settings))
+    _configure_logs(settings)
     try:
         return Daemon(settings, config_file, overrides).run()
     finally:

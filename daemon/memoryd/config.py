@@ -254,8 +254,14 @@ class LoggingSettings(_Section):
         "info", description="Least severe level written to the log."
     )
     file: bool = Field(
-        True, description="Also write JSON lines to $XDG_STATE_HOME/memoryd/memoryd.log."
+        True,
+        description="Also write JSON lines to $XDG_STATE_HOME/memoryd/memoryd.log (not under "
+        "systemd, whose journal keeps what the daemon prints).",
     )
+    max_bytes: int = Field(
+        10 * 1024 * 1024, ge=64 * 1024, description="Size at which the log file is rotated."
+    )
+    backups: int = Field(3, ge=0, le=100, description="Rotated log files kept (memoryd.log.1 …).")
 
 
 class Settings(BaseSettings):
