@@ -228,3 +228,34 @@ def test_version_names_client_and_daemon(env: Env, daemon) -> None:
     client, server = result.stdout.splitlines()
     assert client.startswith("memctl ") and "protocol" in client
     assert server.startswith("memoryd ") and "pid" in server
+
+
+def test_a_folder_outside_any_project_is_used_only_when_named(env: Env, daemon) -> None:
+    """Running memctl in a scratch folder (or /, or the home folder) creates no memory there;
+    naming it with --project does."""
+    scratch = env.root / "scratch"
+    scratch.mkdir()
+    refused = memctl(env, "--json", "remember", "scratch note", cwd=scratch)
+    assert refused.code == 1
+    error = json.loads(refused.stdout)
+    assert error["error"] == "not_found" and "is not inside a project" in error["message"]
+    assert "--project" in error["message"]
+    for where in (Path("/"), env.home):
+        assert memctl(env, "list", cwd=where).code == 1
+    status = memctl(env, "--json", "status", cwd=scratch)  # status works anywhere
+    assert status.code == 0 and json.loads(status.stdout)["project"] is None
+    named = memctl(env, "--json", "--project", str(scratch), "remember", "scratch note")
+    assert named.code == 0
+    listed = memctl(env, "--json", "list", "--project", str(scratch))
+    assert [e["content"] for e in json.loads(listed.stdout)["entries"]] == ["scratch note"]
+    # A folder inside a project still resolves to it, and the data folder shows no scratch.
+    (env.project / "src").mkdir()
+    inside = memctl(env, "--json", "status", cwd=env.project / "src")
+    assert json.loads(inside.stdout)["project"]["root"] == str(env.project.resolve())
+    hook = memctl(
+        env, "hook", "--agent", "claude",
+        stdin=json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": str(scratch),
+                          "session_id": "s"}),
+        cwd=scratch,
+    )  # fmt: skip
+    assert (hook.code, hook.stdout) == (0, "")  # the agent is never blocked, and nothing is made

@@ -56,6 +56,7 @@ class Session:
     def call(self, request: protocol.Request[R], budget_s: float | None = None) -> R:
         """Send, report background errors, return the typed result or raise ``Failed``."""
         request.project = self.project
+        request.project_explicit = bool(self.args.project)
         _check_limits(request)
         budget = self.args.timeout or budget_s
         try:

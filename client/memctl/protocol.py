@@ -537,9 +537,15 @@ class Request(msgspec.Struct, Generic[ResultT], tag_field="op", kw_only=True):
     v: int = PROTOCOL_VERSION
     id: RequestId = 0
     project: PathText | None = None
+    # The user named the project (``--project DIR``): a folder outside any repository is taken
+    # as it is. Otherwise such a folder (a scratch directory, ``/``, the home folder) is no
+    # project, so that running a command somewhere does not create memory there.
+    project_explicit: bool = False
 
     result_type: ClassVar[type[msgspec.Struct]]
     mutates: ClassVar[bool] = False
+    # Whether the request acts on its project (then the project must resolve before it runs).
+    needs_project: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -551,11 +557,15 @@ class Request(msgspec.Struct, Generic[ResultT], tag_field="op", kw_only=True):
 class Hello(Request[HelloResult], tag="hello"):
     """Report the daemon's protocol and package versions."""
 
+    needs_project = False
+
     client_version: str = ""
 
 
 class StatusRequest(Request[StatusResult], tag="status"):
     """Show the daemon and the current project: entry counts, sessions, SLO, recent errors."""
+
+    needs_project = False  # it says so when there is none
 
 
 class Remember(Request[RememberResult], tag="remember"):
@@ -737,6 +747,8 @@ class Check(Request[CheckResult], tag="check"):
 
 class Shutdown(Request[ShutdownResult], tag="shutdown"):
     """Stop the daemon gracefully."""
+
+    needs_project = False
 
 
 # The memory bank (SPEC §10) and instruction files (SPEC §11).

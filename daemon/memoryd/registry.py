@@ -13,8 +13,8 @@ from pathlib import Path, PurePath
 
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
-from memoryd.core.errors import BadRequest
-from memoryd.core.projects import resolve_root
+from memoryd.core.errors import BadRequest, MemorydError, NoProject
+from memoryd.core.projects import PROJECT_MARKERS, find_root, resolve_root
 from memoryd.project import ProjectMemory, recorded_root
 
 MAX_OPEN = 16
@@ -51,6 +51,26 @@ class ProjectRegistry:
         if not real.is_dir():
             raise BadRequest(f"project directory {cwd} does not exist")
         return Path(resolve_root(real, _has_marker))
+
+    def check_project(self, cwd: str | None) -> None:
+        """Refuse a folder outside any project that the user did not name: a command run in
+        ``/tmp``, ``/`` or the home folder must not create memory there."""
+        real = Path(self.root_for(cwd))  # the same checks of the path first
+        if find_root(Path(os.path.realpath(cwd or "")), _has_marker) is not None:
+            return
+        markers = ", ".join(f"{m}/" for m in PROJECT_MARKERS)
+        raise NoProject(
+            f"{real} is not inside a project (no {markers} in it or above it): run in a "
+            f"repository, create {real}/.memoryd/ to make it one, or name it with --project"
+        )
+
+    def resolves(self, cwd: str | None) -> bool:
+        """Whether ``cwd`` lies inside a project."""
+        try:
+            self.check_project(cwd)
+        except MemorydError:
+            return False
+        return True
 
     def get(self, cwd: str | None) -> ProjectMemory:
         root = self.root_for(cwd)

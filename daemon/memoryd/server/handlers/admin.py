@@ -18,7 +18,8 @@ def hello(ctx: DaemonContext, req: p.Hello) -> p.HelloResult:
 
 
 def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
-    project = ctx.registry.get(req.project).info() if req.project else None
+    here = req.project and (req.project_explicit or ctx.registry.resolves(req.project))
+    project = ctx.registry.get(req.project).info() if here else None
     return p.StatusResult(
         daemon=p.DaemonInfo(
             version=__version__,
