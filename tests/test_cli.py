@@ -252,10 +252,22 @@ def test_a_folder_outside_any_project_is_used_only_when_named(env: Env, daemon) 
     (env.project / "src").mkdir()
     inside = memctl(env, "--json", "status", cwd=env.project / "src")
     assert json.loads(inside.stdout)["project"]["root"] == str(env.project.resolve())
-    hook = memctl(
-        env, "hook", "--agent", "claude",
-        stdin=json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": str(scratch),
-                          "session_id": "s"}),
-        cwd=scratch,
-    )  # fmt: skip
+    prompt = {"hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": str(scratch)}
+    hook = memctl(env, "hook", "--agent", "claude", stdin=json.dumps(prompt), cwd=scratch)
     assert (hook.code, hook.stdout) == (0, "")  # the agent is never blocked, and nothing is made
+
+
+def test_projects_remove_keeps_the_memory_aside(env: Env, daemon) -> None:
+    ok_json(env, "remember", "The staging database is reset every night")
+    listed = ok_json(env, "projects")["projects"]
+    assert str(env.project.resolve()) in [x["path"] for x in listed]
+    removed = ok_json(env, "projects", "remove", str(env.project))
+    archived = Path(removed["archived_to"])
+    assert archived.parent == env.data / "removed" and (archived / "memory.db").is_file()
+    assert str(env.project.resolve()) not in [
+        x["path"] for x in ok_json(env, "projects")["projects"]
+    ]
+    assert ok_json(env, "list")["entries"] == []  # working there again starts afresh
+    again = memctl(env, "projects", "remove", str(env.root / "never-seen"))
+    assert again.code == 1 and "holds no memory" in again.stderr
+    assert memctl(env, "projects", "remove").code == 2  # DIR is required

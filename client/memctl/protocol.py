@@ -474,6 +474,13 @@ class ProjectsResult(msgspec.Struct, kw_only=True):
     projects: list[KnownProject]
 
 
+class ProjectRemovedResult(msgspec.Struct, kw_only=True):
+    """``archived_to``: where the project's memory went (kept, never deleted)."""
+
+    path: str
+    archived_to: str
+
+
 class SegmentInfo(msgspec.Struct, kw_only=True):
     """The provenance of one instruction file's segment: its tier, path, the file that imported
     it, its size in tokens, the sha256 of its text and its frontmatter priority."""
@@ -840,6 +847,16 @@ class BankProcess(Request[BankProcessResult], tag="bank_process"):
 class Projects(Request[ProjectsResult], tag="projects"):
     """List the projects the daemon knows and those holding memory-bank/ under the configured
     roots."""
+
+
+class ProjectsRemove(Request[ProjectRemovedResult], tag="projects_remove"):
+    """Forget a project the daemon holds memory for: its memory (database, audit log, index) is
+    moved aside under the data folder's removed/, never deleted, and it leaves the project
+    list. Working there again starts a new, empty memory."""
+
+    mutates = True
+    needs_project = False  # PATH names it; it may be gone from disk already
+    path: PathText
 
 
 class FilesShow(Request[FilesShowResult], tag="files_show"):

@@ -183,6 +183,10 @@ def projects(r: p.ProjectsResult) -> str:
     return "\n".join(f"{x.name}  {x.path}" for x in r.projects) or "no projects"
 
 
+def project_removed(r: p.ProjectRemovedResult) -> str:
+    return f"forgot {r.path}; its memory is kept in {r.archived_to}"
+
+
 def files_list(r: p.FilesListResult) -> str:
     lines = [f"{f.tier}  {f.path}  ({f.tokens} tokens)" for f in r.files]
     lines += [f"disabled: {name}" for name in r.disabled]

@@ -58,10 +58,16 @@ def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
     return p.ShutdownResult(stopping=True)
 
 
+def projects_remove(ctx: DaemonContext, req: p.ProjectsRemove) -> p.ProjectRemovedResult:
+    archived = ctx.registry.remove(req.path, time.time())
+    return p.ProjectRemovedResult(path=os.path.realpath(req.path), archived_to=str(archived))
+
+
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Hello: hello,
     p.StatusRequest: status,
     p.AuditTail: audit_tail,
     p.Check: check,
     p.Shutdown: shutdown,
+    p.ProjectsRemove: projects_remove,
 }
