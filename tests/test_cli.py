@@ -271,3 +271,27 @@ def test_projects_remove_keeps_the_memory_aside(env: Env, daemon) -> None:
     again = memctl(env, "projects", "remove", str(env.root / "never-seen"))
     assert again.code == 1 and "holds no memory" in again.stderr
     assert memctl(env, "projects", "remove").code == 2  # DIR is required
+
+
+def test_human_output_is_aligned_tables_with_relative_times(env: Env, daemon) -> None:
+    ok_json(env, "remember", "Deploys go through the staging cluster first", "--tag", "deploy")
+    ok_json(env, "remember", "Never deploy on Fridays", "--category", "preference")
+    listed = memctl(env, "list")
+    assert listed.code == 0
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["ID", "KIND", "UPDATED", "CONTENT"]
+    starts = {line.index(line.split()[3]) for line in rows}  # the content column lines up
+    assert len(rows) == 2 and len(starts) == 1
+    assert all(line.split()[2].endswith("s") for line in rows)  # seconds ago
+    found = memctl(env, "search", "deploy")
+    assert found.stdout.splitlines()[0].split() == ["ID", "SCORE", "KIND", "CONTENT"]
+
+
+def test_relative_times() -> None:
+    from memctl.render import ago, table
+
+    assert [ago(t, now=1_000_000.0) for t in (999_990.0, 999_000.0, 990_000.0, 700_000.0)] == [
+        "10s", "16m", "2h", "3d"
+    ]  # fmt: skip
+    assert ago(None) == "-" and ago(0.0, now=40_000_000.0) == "1y"
+    assert table([["a", "bb", "x y"], ["ccc", "d", "z"]]) == "a    bb  x y\nccc  d   z"
