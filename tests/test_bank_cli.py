@@ -3,6 +3,7 @@ memctl against the real daemon."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -45,7 +46,9 @@ def test_init_creates_seven_and_never_overwrites(env: Env, daemon) -> None:
 
 
 def test_read_list_validate(env: Env, daemon) -> None:
-    empty = ok_json(env, "bank", "validate")
+    invalid = memctl(env, "--json", "bank", "validate")
+    assert invalid.code == 1  # problems are an error a script can test
+    empty = json.loads(invalid.stdout)  # the report, one JSON object, not an error object
     assert empty["valid"] is False and "progress.md" in empty["missing_required"]
     ok_json(env, "bank", "init")
     report = ok_json(env, "bank", "validate")
@@ -156,6 +159,12 @@ def test_process_routes_and_apply_writes(env: Env, daemon) -> None:
     assert applied["ingested"] == 2
     categories = sorted(e["category"] for e in ok_json(env, "list")["entries"])
     assert categories == ["decision", "task_progress"]
+    # The same text applied again files nothing twice (the day's dates aside, it is all there).
+    files = _snapshot(_bank(env))
+    again = ok_json(env, "bank", "process", "--apply", stdin=text)
+    assert again["applied"] == [] and again["ingested"] == 0
+    ok_json(env, "bank", "sync")
+    assert _snapshot(_bank(env)) == files
 
 
 def test_process_apply_needs_a_bank(env: Env, daemon) -> None:

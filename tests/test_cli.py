@@ -207,3 +207,93 @@ def test_usage_errors_exit_2(env: Env) -> None:
     assert memctl(env, "frobnicate").code == 2
     assert memctl(env, "remember").code == 2
     assert memctl(env, "--timeout", "0", "status").code == 2
+
+
+def test_global_options_anywhere_and_daemon_errors_as_json(env: Env, daemon) -> None:
+    ok_json(env, "remember", "The release checklist lives in docs/release.md")
+    before = memctl(env, "--json", "search", "release checklist")
+    after = memctl(env, "search", "release checklist", "--json")
+    assert before.code == after.code == 0
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    assert json.loads(after.stdout)["results"]
+    project = memctl(env, "list", "--project", str(env.project), "--json")
+    assert project.code == 0 and json.loads(project.stdout)["total"] == 1
+    refused = memctl(env, "forget", "no-such-entry-anywhere", "--json")
+    assert refused.code == 1  # the daemon's refusal: exit code as before
+    error = json.loads(refused.stdout)
+    assert error["error"] == "not_found" and error["exit_code"] == 1
+
+
+def test_version_names_client_and_daemon(env: Env, daemon) -> None:
+    result = memctl(env, "--version")
+    assert result.code == 0
+    client, server = result.stdout.splitlines()
+    assert client.startswith("memctl ") and "protocol" in client
+    assert server.startswith("memoryd ") and "pid" in server
+
+
+def test_a_folder_outside_any_project_is_used_only_when_named(env: Env, daemon) -> None:
+    """Running memctl in a scratch folder (or /, or the home folder) creates no memory there;
+    naming it with --project does."""
+    scratch = env.root / "scratch"
+    scratch.mkdir()
+    refused = memctl(env, "--json", "remember", "scratch note", cwd=scratch)
+    assert refused.code == 1
+    error = json.loads(refused.stdout)
+    assert error["error"] == "not_found" and "is not inside a project" in error["message"]
+    assert "--project" in error["message"]
+    for where in (Path("/"), env.home):
+        assert memctl(env, "list", cwd=where).code == 1
+    status = memctl(env, "--json", "status", cwd=scratch)  # status works anywhere
+    assert status.code == 0 and json.loads(status.stdout)["project"] is None
+    named = memctl(env, "--json", "--project", str(scratch), "remember", "scratch note")
+    assert named.code == 0
+    listed = memctl(env, "--json", "list", "--project", str(scratch))
+    assert [e["content"] for e in json.loads(listed.stdout)["entries"]] == ["scratch note"]
+    # A folder inside a project still resolves to it, and the data folder shows no scratch.
+    (env.project / "src").mkdir()
+    inside = memctl(env, "--json", "status", cwd=env.project / "src")
+    assert json.loads(inside.stdout)["project"]["root"] == str(env.project.resolve())
+    prompt = {"hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": str(scratch)}
+    hook = memctl(env, "hook", "--agent", "claude", stdin=json.dumps(prompt), cwd=scratch)
+    assert (hook.code, hook.stdout) == (0, "")  # the agent is never blocked, and nothing is made
+
+
+def test_projects_remove_keeps_the_memory_aside(env: Env, daemon) -> None:
+    ok_json(env, "remember", "The staging database is reset every night")
+    listed = ok_json(env, "projects")["projects"]
+    assert str(env.project.resolve()) in [x["path"] for x in listed]
+    removed = ok_json(env, "projects", "remove", str(env.project))
+    archived = Path(removed["archived_to"])
+    assert archived.parent == env.data / "removed" and (archived / "memory.db").is_file()
+    assert str(env.project.resolve()) not in [
+        x["path"] for x in ok_json(env, "projects")["projects"]
+    ]
+    assert ok_json(env, "list")["entries"] == []  # working there again starts afresh
+    again = memctl(env, "projects", "remove", str(env.root / "never-seen"))
+    assert again.code == 1 and "holds no memory" in again.stderr
+    assert memctl(env, "projects", "remove").code == 2  # DIR is required
+
+
+def test_human_output_is_aligned_tables_with_relative_times(env: Env, daemon) -> None:
+    ok_json(env, "remember", "Deploys go through the staging cluster first", "--tag", "deploy")
+    ok_json(env, "remember", "Never deploy on Fridays", "--category", "preference")
+    listed = memctl(env, "list")
+    assert listed.code == 0
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["ID", "KIND", "UPDATED", "CONTENT"]
+    starts = {line.index(line.split()[3]) for line in rows}  # the content column lines up
+    assert len(rows) == 2 and len(starts) == 1
+    assert all(line.split()[2].endswith("s") for line in rows)  # seconds ago
+    found = memctl(env, "search", "deploy")
+    assert found.stdout.splitlines()[0].split() == ["ID", "SCORE", "KIND", "CONTENT"]
+
+
+def test_relative_times() -> None:
+    from memctl.render import ago, table
+
+    assert [ago(t, now=1_000_000.0) for t in (999_990.0, 999_000.0, 990_000.0, 700_000.0)] == [
+        "10s", "16m", "2h", "3d"
+    ]  # fmt: skip
+    assert ago(None) == "-" and ago(0.0, now=40_000_000.0) == "1y"
+    assert table([["a", "bb", "x y"], ["ccc", "d", "z"]]) == "a    bb  x y\nccc  d   z"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -71,3 +72,25 @@ def test_client_library_budget_is_respected(env: Env) -> None:
         else:
             raise AssertionError("expected DaemonUnavailable")
         assert time.perf_counter() - started < 1.0
+
+
+def test_json_errors_are_one_json_object_with_the_same_exit_code(env: Env) -> None:
+    """Scripts that ask for --json read one object, an error too; the exit code stays."""
+    result = memctl(env, "--json", "status")
+    assert result.code == 3
+    error = json.loads(result.stdout)
+    assert error["error"] == "unavailable" and error["exit_code"] == 3
+    assert "memoryd is not running" in error["message"]
+    after = memctl(env, "status", "--json")  # global options after the command too
+    assert after.code == 3 and json.loads(after.stdout)["error"] == "unavailable"
+
+
+def test_the_schema_limits_are_checked_before_sending(env: Env) -> None:
+    """`audit -n 100000` used to reach the daemon to be refused there; the client refuses it
+    from the same declaration (the request's field limits), as a usage error, daemon or not."""
+    result = memctl(env, "--json", "audit", "-n", "100000")
+    assert result.code == 2
+    error = json.loads(result.stdout)
+    assert (
+        error["error"] == "usage" and "<= 10000" in error["message"] and "$.n" in error["message"]
+    )

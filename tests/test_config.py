@@ -48,17 +48,16 @@ def test_defaults_without_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     [
         ("[storage]\naudit_trim_to = 6000\n", "audit_trim_to must be below"),
         ("[logging]\nlevel = 'loud'\n", "level"),
-        ("[nonsense]\nx = 1\n", None),  # unknown sections are ignored, not fatal
+        ("[retreival]\ntop_k = 3\n", "unknown section \\[retreival\\]; did you mean 'retrieval'"),
+        ("[nonsense]\nx = 1\n", "unknown section \\[nonsense\\]$"),
         ("[storage\n", "invalid configuration"),
-        ("[storage]\nunknown_key = 1\n", "unknown_key"),
+        ("[storage]\nunknown_key = 1\n", "unknown key 'unknown_key' in \\[storage\\]"),
+        ("[storage]\naudit_max_event = 1\n", "did you mean 'audit_max_events'"),
     ],
 )
-def test_invalid_values_are_clear(tmp_path: Path, text: str, fragment: str | None) -> None:
+def test_invalid_values_are_clear(tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "config.toml"
     path.write_text(text)
-    if fragment is None:
-        assert config.load(path) == config.Settings()
-        return
     with pytest.raises(config.ConfigError, match=fragment):
         config.load(path)
 
@@ -99,3 +98,18 @@ def test_plan_reload_names_what_applies_live_and_what_needs_a_restart() -> None:
         "server.reply_cache_size",
     }
     assert config.plan_reload(running, config.Settings()) == config.Reload((), ())
+
+
+def test_an_invalid_environment_override_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[logging]\nlevel = 'info'\n")
+    monkeypatch.setenv("MEMORYD_CAPTURE__ENABLED", "maybe")
+    with pytest.raises(config.ConfigError) as raised:
+        config.load(path)
+    message = str(raised.value)
+    assert (
+        "capture.enabled" in message and "environment variable MEMORYD_CAPTURE__ENABLED" in message
+    )
+    assert str(path) not in message  # the file is not to blame

@@ -156,6 +156,7 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "bank_sync",  # beyond the SPEC list: flush the bank cache now (issue 5, seed 002)
         "bank_optimise",  # beyond the SPEC list: the optimiser of SPEC §10 Bank budget
         "projects",
+        "projects_remove",  # beyond the SPEC list: the CLI contract's `projects [remove DIR]`
         "files_show",
         "files_list",
         "files_refresh",

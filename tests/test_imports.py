@@ -134,3 +134,48 @@ def test_hook_command_is_found_behind_global_options() -> None:
         ["--json", "--project", "/p", "hook", "--agent", "codex"]
     )
     assert (args.command, args.agent, args.project, args.json) == ("hook", "codex", "/p", True)
+
+
+SDK_AND_ITS_DEPENDENCIES = {"mcp", "mcp_types", "pydantic", "pydantic_core", "anyio", "starlette"}
+
+
+def test_only_the_mcp_command_loads_the_mcp_sdk() -> None:
+    """Every command's parser (``mcp`` included) and the hook's are built without the MCP SDK or
+    pydantic: ``memctl mcp`` imports them when it runs, so no hook pays for them."""
+    loaded = _modules_after(
+        "import sys\n"
+        "sys.modules['typing_extensions'] = None  # as memctl.launch does\n"
+        "from memctl.cli import _parser\n"
+        "assert _parser().parse_args(['mcp']).command == 'mcp'\n"
+        "assert _parser(only_hook=True).parse_args(['hook']).command == 'hook'"
+    )
+    assert "memctl.commands.agents" in loaded  # the check saw the command that starts it
+    assert not {m.split(".")[0] for m in loaded} & SDK_AND_ITS_DEPENDENCIES
+
+
+def test_hook_and_other_commands_run_without_the_mcp_sdk(tmp_path: Path) -> None:
+    """The commands run through ``memctl.launch`` as an agent runs them (no daemon here: the hook
+    prints nothing, the others exit 3) and load neither the SDK nor pydantic."""
+    env = {**os.environ, "MEMORYD_SOCKET": str(tmp_path / "absent.sock")}
+    for argv, stdin, expected_code in (
+        (["hook", "--agent", "claude"], '{"hook_event_name": "UserPromptSubmit"}', "0"),
+        (["status"], "", "3"),
+        (["bank", "list"], "", "3"),
+    ):
+        code = (
+            "import sys\n"
+            f"sys.argv = {['memctl', *argv]!r}\n"
+            "from memctl import launch\n"
+            "code = launch.main()\n"
+            "top = {m.split('.')[0] for m in sys.modules}\n"
+            f"print(code, sorted(top & {set(SDK_AND_ITS_DEPENDENCIES)!r}))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        assert out.stdout.split() == [expected_code, "[]"], (argv, out.stderr)

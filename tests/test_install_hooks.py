@@ -5,6 +5,7 @@ losing what was there, and refusing files it cannot parse (SPEC §12; agent-form
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -23,14 +24,18 @@ EVENTS = {
 }
 
 
-def command(agent: str) -> str:
-    return f"{BIN / 'memctl'} hook --agent {agent}"
+def command(agent: str, scope: str = "user") -> str:
+    """The user's settings name this installation; a project's (committed, shared) name memctl
+    as each developer's PATH finds it."""
+    program = "memctl" if scope == "project" else BIN / "memctl"
+    return f"{program} hook --agent {agent}"
 
 
-def handler(agent: str) -> dict[str, object]:
+def handler(agent: str, scope: str = "user") -> dict[str, object]:
+    run = command(agent, scope)
     if agent == "gemini":
-        return {"type": "command", "command": command(agent), "name": "memoryd", "timeout": 3000}
-    return {"type": "command", "command": command(agent), "timeout": 3}
+        return {"type": "command", "command": run, "name": "memoryd", "timeout": 3000}
+    return {"type": "command", "command": run, "timeout": 3}
 
 
 @pytest.fixture
@@ -74,15 +79,18 @@ def backups(path: Path) -> list[Path]:
 def test_install_registers_every_event(env: Env, home: Path, agent: str, scope: str) -> None:
     install(env, agent, "--scope", scope)
     settings = json.loads(hooks_file(env, home, agent, scope).read_text())
-    assert settings == {"hooks": {e: [{"hooks": [handler(agent)]}] for e in EVENTS[agent]}}
+    assert settings == {"hooks": {e: [{"hooks": [handler(agent, scope)]}] for e in EVENTS[agent]}}
+    if scope == "project":  # nothing of this machine's install in a file meant to be committed
+        assert str(BIN) not in hooks_file(env, home, agent, scope).read_text()
     if agent == "codex":
         config = folder(env, home, agent, scope) / "config.toml"
         assert tomllib.loads(config.read_text()) == {"features": {"codex_hooks": True}}
     assert snapshot(folder(env, home, agent, "project" if scope == "user" else "user")) == {}
     # The command as written runs through a shell and honours the hook contract.
     stdin = json.dumps({"hook_event_name": EVENTS[agent][1], "prompt": "hi", "cwd": "/"})
+    on_path = {**env.environ(), "PATH": f"{BIN}{os.pathsep}{env.environ().get('PATH', '')}"}
     ran = subprocess.run(
-        command(agent), shell=True, input=stdin, capture_output=True, text=True, env=env.environ()
+        command(agent, scope), shell=True, input=stdin, capture_output=True, text=True, env=on_path
     )
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
 
@@ -225,13 +233,13 @@ def test_unparsable_codex_config_is_refused(env: Env, home: Path) -> None:
 @pytest.mark.parametrize("agent", AGENTS)
 def test_dry_run_writes_nothing(env: Env, home: Path, agent: str, scope: str) -> None:
     out = install(env, agent, "--scope", scope, "--dry-run")
-    assert command(agent) in out  # the diff it would apply
+    assert command(agent, scope) in out  # the diff it would apply
     assert snapshot(folder(env, home, agent, scope)) == {}
     install(env, agent, "--scope", scope)
     before = snapshot(folder(env, home, agent, scope))
     out = install(env, agent, "--scope", scope, "--uninstall", "--dry-run")
     removed = [line for line in out.splitlines() if line[:1] == "-" and '"command":' in line]
-    assert removed and all(command(agent) in line for line in removed)
+    assert removed and all(command(agent, scope) in line for line in removed)
     assert snapshot(folder(env, home, agent, scope)) == before
 
 
@@ -299,3 +307,21 @@ def test_json_output(env: Env, home: Path) -> None:
 )
 def test_codex_feature_switch_is_added_as_one_line(before: str, after: str | None) -> None:
     assert enable_codex_hooks(before) == after
+
+
+def test_project_scope_says_when_memctl_is_not_on_path(env: Env, home: Path) -> None:
+    """The shared settings run `memctl` from PATH: the developer installing them is told when
+    that would find nothing on their own machine, and how to fix it."""
+    bare = {**env.environ(), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(BIN / "memctl"), "install-hooks", "claude", "--scope", "project"],
+        env=bare, cwd=env.project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "memctl is not on your PATH" in proc.stdout and str(BIN) in proc.stdout
+    on_path = {**bare, "PATH": f"{BIN}:/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(BIN / "memctl"), "install-hooks", "claude", "--scope", "project"],
+        env=on_path, cwd=env.project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "not on your PATH" not in proc.stdout

@@ -151,7 +151,8 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
     config.write_text(
         "[retrieval]\nbudget_ceiling = 1234\n"
         "category_weights = { decision = 0.5, discovery = 3.0 }\n\n"
-        "[storage]\nindex_heap_mb = 32\n"
+        "[storage]\nindex_heap_mb = 32\n\n"
+        "[banks]\nsync_interval_s = 7\n"
     )
     daemon.proc.send_signal(signal.SIGHUP)
     # Every reply after the reload carries the new ceiling; the first one also carries the
@@ -167,6 +168,7 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
 
     until(reloaded, "the budget ceiling follows the reloaded configuration")
     assert first_category() == "discovery"  # the new category weights rank the search
+    assert ok_json(env, "bank", "activate")["cache"]["sync_interval_s"] == 7  # says what runs
 
     def warned() -> bool:
         nonlocal warnings
@@ -179,7 +181,11 @@ def test_sighup_applies_retrieval_live_and_names_what_needs_a_restart(
     assert "retrieval" not in warnings  # applied live, so not named as needing a restart
     events = [json.loads(line) for line in (env.state / "memoryd.log").read_text().splitlines()]
     reload = next(e for e in events if e["event"] == "reloaded")
-    assert reload["applied"] == ["retrieval.category_weights", "retrieval.budget_ceiling"]
+    assert sorted(reload["applied"]) == [
+        "banks.sync_interval_s",
+        "retrieval.budget_ceiling",
+        "retrieval.category_weights",
+    ]
     assert reload["needs_restart_for"] == ["storage.index_heap_mb"]
 
     # Unapplied settings keep their running value: a second reload still names them.
@@ -199,6 +205,13 @@ def test_invalid_config_file_fails_start_clearly(env: Env) -> None:
         [str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 2 and "invalid configuration" in result.stderr
+    assert "storage.audit_max_events" in result.stderr and str(config) in result.stderr
+    config.write_text("[retreival]\ntop_k = 3\n")  # a misspelt section is not ignored
+    result = subprocess.run(
+        [str(BIN / "memoryd"), "run"], env=env.environ(), capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert f"{config}: unknown section [retreival]; did you mean 'retrieval'?" in result.stderr
 
 
 def test_logs_are_json_lines_with_request_summaries(env: Env, daemon: Daemon) -> None:
@@ -326,7 +339,7 @@ def test_service_files_dry_run(env: Env, command: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     if command == "install-service":
-        assert f"ExecStart={BIN / 'memoryd'} run" in result.stdout
+        assert f'ExecStart="{BIN / "memoryd"}" run' in result.stdout
         assert "Type=notify" in result.stdout and "@EXEC@" not in result.stdout
         assert (
             "systemctl --user daemon-reload && systemctl --user enable --now memoryd"
@@ -349,6 +362,6 @@ def test_service_install_and_uninstall(env: Env) -> None:
         )
 
     assert run("install-service").returncode == 0
-    assert f"ExecStart={BIN / 'memoryd'} run" in unit.read_text()
+    assert f'ExecStart="{BIN / "memoryd"}" run' in unit.read_text()
     assert run("install-service").returncode == 0  # idempotent
     assert run("uninstall-service").returncode == 0 and not unit.exists()

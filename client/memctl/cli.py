@@ -32,11 +32,15 @@ T = TypeVar("T")
 
 
 class Failed(Exception):
-    """A command failed with a message for stderr and an exit code."""
+    """A command failed with a message for stderr and an exit code; ``error`` is the daemon's
+    error code when the daemon refused (what ``--json`` reports)."""
 
-    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+    def __init__(self, message: str, code: int = EXIT_ERROR, error: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.error = error or {EXIT_USAGE: "usage", EXIT_UNAVAILABLE: "unavailable"}.get(
+            code, "failed"
+        )
 
 
 class Session:
@@ -47,10 +51,13 @@ class Session:
         self.as_json: bool = args.json
         self.project = os.path.abspath(args.project or os.getcwd())
         self.client = Client(budget_s=args.timeout or QUICK_BUDGET_S)
+        self.emitted = False  # a result is out: a failure after it adds no JSON object
 
     def call(self, request: protocol.Request[R], budget_s: float | None = None) -> R:
         """Send, report background errors, return the typed result or raise ``Failed``."""
         request.project = self.project
+        request.project_explicit = bool(self.args.project)
+        _check_limits(request)
         budget = self.args.timeout or budget_s
         try:
             reply = self.client.call(request, budget)
@@ -61,7 +68,7 @@ class Session:
         for error in reply.previous_errors:
             print(f"memoryd {error.severity}: {error.description}", file=sys.stderr)
         if isinstance(reply, protocol.Error):
-            raise Failed(f"{reply.code.value}: {reply.message}")
+            raise Failed(f"{reply.code.value}: {reply.message}", error=reply.code.value)
         try:
             return protocol.result_of(request, reply)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -71,12 +78,22 @@ class Session:
             ) from None
 
     def emit(self, result: T, human: Callable[[T], str]) -> None:
+        self.emitted = True
         if self.as_json:
             sys.stdout.write(_json.encode(result).decode() + "\n")
         else:
             text = human(result)
             if text:
                 print(text)
+
+
+def _check_limits(request: protocol.Request[Any]) -> None:
+    """The schema's limits (``msgspec.Meta`` on each field), checked before sending: the client
+    and the daemon refuse the same values, declared once, and the user hears which option."""
+    try:
+        msgspec.convert(msgspec.to_builtins(request), type(request))
+    except msgspec.ValidationError as exc:
+        raise Failed(f"invalid value: {exc}", EXIT_USAGE) from None
 
 
 def _unavailable_hint(exc: DaemonUnavailable) -> str:
@@ -156,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         args.func(session)
         return EXIT_OK
     except Failed as exc:
+        if args.json and not session.emitted:  # scripts read one JSON object, an error too
+            error = {"error": exc.error, "message": str(exc), "exit_code": exc.code}
+            sys.stdout.write(_json.encode(error).decode() + "\n")
         print(f"memctl: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:

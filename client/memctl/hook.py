@@ -90,6 +90,7 @@ def _answer(s: Session, deadline: float) -> bytes:
     kind, answers = EVENTS[agent][event]
     project = s.project if s.args.project else _project(payload, s.project)
     request = translate(agent, kind, payload, project)
+    request.project_explicit = bool(s.args.project)
     budget = deadline - time.monotonic()
     if budget <= 0:
         return b""

@@ -82,8 +82,16 @@ class FileChange:
 
 def run(s: Session) -> None:
     a = s.args
-    command = f"{memctl_command()} hook --agent {a.agent}"
+    # A project's settings are committed and shared: they name memctl as each developer's PATH
+    # finds it, never one machine's venv. The user's own settings name this installation.
+    program = "memctl" if a.scope == "project" else memctl_command()
+    command = f"{program} hook --agent {a.agent}"
     changes, notes = plan(a.agent, config_dir(a.agent, a.scope, s.project), command, a.uninstall)
+    if a.scope == "project" and not a.uninstall and shutil.which("memctl") is None:
+        notes.append(
+            f"memctl is not on your PATH, so these hooks will not run for you: add "
+            f"{os.path.dirname(memctl_command())} to PATH (or install memoryd with pipx)"
+        )
     files = []
     for change in changes:
         entry: dict[str, Any] = {"path": change.path, "changed": change.changed, "backup": None}

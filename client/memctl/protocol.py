@@ -525,6 +525,13 @@ class ProjectsResult(msgspec.Struct, kw_only=True):
     projects: list[KnownProject]
 
 
+class ProjectRemovedResult(msgspec.Struct, kw_only=True):
+    """``archived_to``: where the project's memory went (kept, never deleted)."""
+
+    path: str
+    archived_to: str
+
+
 class SegmentInfo(msgspec.Struct, kw_only=True):
     """The provenance of one instruction file's segment: its tier, path, the file that imported
     it, its size in tokens, the sha256 of its text and its frontmatter priority."""
@@ -588,9 +595,15 @@ class Request(msgspec.Struct, Generic[ResultT], tag_field="op", kw_only=True):
     v: int = PROTOCOL_VERSION
     id: RequestId = 0
     project: PathText | None = None
+    # The user named the project (``--project DIR``): a folder outside any repository is taken
+    # as it is. Otherwise such a folder (a scratch directory, ``/``, the home folder) is no
+    # project, so that running a command somewhere does not create memory there.
+    project_explicit: bool = False
 
     result_type: ClassVar[type[msgspec.Struct]]
     mutates: ClassVar[bool] = False
+    # Whether the request acts on its project (then the project must resolve before it runs).
+    needs_project: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -602,11 +615,15 @@ class Request(msgspec.Struct, Generic[ResultT], tag_field="op", kw_only=True):
 class Hello(Request[HelloResult], tag="hello"):
     """Report the daemon's protocol and package versions."""
 
+    needs_project = False
+
     client_version: str = ""
 
 
 class StatusRequest(Request[StatusResult], tag="status"):
     """Show the daemon and the current project: entry counts, sessions, SLO, recent errors."""
+
+    needs_project = False  # it says so when there is none
 
 
 class Remember(Request[RememberResult], tag="remember"):
@@ -841,6 +858,8 @@ class Check(Request[CheckResult], tag="check"):
 class Shutdown(Request[ShutdownResult], tag="shutdown"):
     """Stop the daemon gracefully."""
 
+    needs_project = False
+
 
 # The memory bank (SPEC §10) and instruction files (SPEC §11).
 BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
@@ -931,6 +950,16 @@ class BankProcess(Request[BankProcessResult], tag="bank_process"):
 class Projects(Request[ProjectsResult], tag="projects"):
     """List the projects the daemon knows and those holding memory-bank/ under the configured
     roots."""
+
+
+class ProjectsRemove(Request[ProjectRemovedResult], tag="projects_remove"):
+    """Forget a project the daemon holds memory for: its memory (database, audit log, index) is
+    moved aside under the data folder's removed/, never deleted, and it leaves the project
+    list. Working there again starts a new, empty memory."""
+
+    mutates = True
+    needs_project = False  # PATH names it; it may be gone from disk already
+    path: PathText
 
 
 class FilesShow(Request[FilesShowResult], tag="files_show"):

@@ -3,12 +3,33 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from memctl import protocol as p
 
 
 def _short(entry_id: str) -> str:
     return entry_id[:8]
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    """How long ago, in the largest unit that fits: ``45s``, ``12m``, ``3h``, ``5d``, ``8mo``."""
+    if ts is None:
+        return "-"
+    seconds = max(0.0, (time.time() if now is None else now) - ts)
+    for unit, size in (("y", 365 * 86400), ("mo", 30 * 86400), ("d", 86400), ("h", 3600)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds // 60)}m" if seconds >= 60 else f"{int(seconds)}s"
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    """Rows as aligned columns (the last column, free text, is not padded)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    )
 
 
 def status(r: p.StatusResult) -> str:
@@ -25,7 +46,7 @@ def status(r: p.StatusResult) -> str:
         if project.open_conflicts:
             lines.append(f"conflicts: {project.open_conflicts} open (memctl conflicts)")
         if project.last_compacted_at is not None:
-            lines.append(f"compaction: last ran {_when(project.last_compacted_at)}")
+            lines.append(f"compaction: last ran {ago(project.last_compacted_at)} ago")
     slo = r.slo
     if slo.p95_ms is not None:
         state = "degraded" if slo.degraded else "normal"
@@ -33,10 +54,6 @@ def status(r: p.StatusResult) -> str:
     for err in r.errors:
         lines.append(f"recent {err.severity}: {err.description}")
     return "\n".join(lines)
-
-
-def _when(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 def compacted(r: p.CompactResult) -> str:
@@ -84,18 +101,22 @@ def remembered(r: p.RememberResult) -> str:
 def search(r: p.SearchResult) -> str:
     if not r.results:
         return "no results"
-    return "\n".join(
-        f"{_short(x.id)}  {x.score:7.3f}  [{x.category}/{x.status}]  {x.content}" for x in r.results
-    )
+    rows = [["ID", "SCORE", "KIND", "CONTENT"]]
+    rows += [
+        [_short(x.id), f"{x.score:.3f}", f"{x.category}/{x.status}", x.content] for x in r.results
+    ]
+    return table(rows)
 
 
 def listing(r: p.ListResult) -> str:
     if not r.entries:
         return "no entries"
-    rows = [f"{_short(e.id)}  [{e.category}/{e.status}]  {e.content}" for e in r.entries]
-    if r.total > len(r.entries):
-        rows.append(f"… {r.total - len(r.entries)} more (use --limit)")
-    return "\n".join(rows)
+    rows = [["ID", "KIND", "UPDATED", "CONTENT"]]
+    rows += [
+        [_short(e.id), f"{e.category}/{e.status}", ago(e.updated_at), e.content] for e in r.entries
+    ]
+    more = r.total - len(r.entries)
+    return table(rows) + (f"\n… {more} more (use --limit)" if more > 0 else "")
 
 
 def forgotten(r: p.ForgetResult) -> str:
@@ -141,10 +162,12 @@ def auto(r: p.AutoResult) -> str:
 def episodes(r: p.EpisodesResult) -> str:
     if not r.episodes:
         return "no episodes"
-    return "\n".join(
-        f"{e.id[:8]}  [{e.agent}] {e.title} ({e.turns} turns, {len(e.files)} files)"
+    rows = [["ID", "AGENT", "ENDED", "TURNS", "FILES", "TITLE"]]
+    rows += [
+        [e.id[:8], e.agent, ago(e.ended_at), str(e.turns), str(len(e.files)), e.title]
         for e in r.episodes
-    )
+    ]
+    return table(rows)
 
 
 def bank_init(r: p.BankInitResult) -> str:
@@ -227,7 +250,13 @@ def ingested(r: p.IngestResult) -> str:
 
 
 def projects(r: p.ProjectsResult) -> str:
-    return "\n".join(f"{x.name}  {x.path}" for x in r.projects) or "no projects"
+    if not r.projects:
+        return "no projects"
+    return table([["NAME", "PATH"], *([x.name, x.path] for x in r.projects)])
+
+
+def project_removed(r: p.ProjectRemovedResult) -> str:
+    return f"forgot {r.path}; its memory is kept in {r.archived_to}"
 
 
 def files_list(r: p.FilesListResult) -> str:

@@ -237,7 +237,7 @@ class Daemon:
             errors,
             endpoint,
             recall,
-            reload=lambda: self._reload(errors, recall, capture, jobs),
+            reload=lambda: self._reload(errors, recall, capture, banks, jobs),
             log=self.log,
             capture=capture,
             banks=banks,
@@ -277,6 +277,7 @@ class Daemon:
         errors: BackgroundErrors,
         recall: Recall,
         capture: CaptureService | None,
+        banks: BankService,
         jobs: Jobs,
     ) -> None:
         """SIGHUP: apply every setting that can change live; name the changed ones that cannot
@@ -288,7 +289,7 @@ class Daemon:
             errors.record(f"configuration not reloaded: {exc}")
             return
         plan = config.plan_reload(self.settings, fresh)
-        logs.configure(fresh.logging.level, _log_file(fresh))
+        _configure_logs(fresh)
         self.log = logs.get()
         jobs.reschedule(**_intervals(fresh))
         slo_changed = fresh.slo != self.settings.slo
@@ -301,6 +302,7 @@ class Daemon:
             capture.default_preset = fresh.capture.preset
             capture.idle_s = fresh.capture.idle_minutes * 60
             capture.checkpoint_every = fresh.capture.checkpoint_every
+        banks.sync_interval_s = fresh.banks.sync_interval_s  # what bank activate reports
         # What was not applied keeps its running value, so that the next reload still names it.
         self.settings = _keep_unapplied(self.settings, fresh)
         self.log.info(
@@ -407,13 +409,22 @@ def _keep_unapplied(running: config.Settings, fresh: config.Settings) -> config.
     return config.Settings.model_validate(sections)
 
 
+def _configure_logs(settings: config.Settings) -> None:
+    logs.configure(
+        settings.logging.level,
+        _log_file(settings),
+        max_bytes=settings.logging.max_bytes,
+        backups=settings.logging.backups,
+    )
+
+
 def _log_file(settings: config.Settings) -> Path | None:
     return config.state_dir() / "memoryd.log" if settings.logging.file else None
 
 
 def run(config_file: Path | None, overrides: dict[str, Any]) -> int:
     settings = config.load(config_file, **overrides)
-    logs.configure(settings.logging.level, _log_file(settings))
+    _configure_logs(settings)
     try:
         return Daemon(settings, config_file, overrides).run()
     finally:

@@ -60,7 +60,7 @@ def _service(command: str, dry_run: bool) -> int:
 
     try:
         plan = service_install.plan()
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # not installed; a path systemd refuses
         print(f"memoryd: {exc}", file=sys.stderr)
         return 1
     if command == "install-service":

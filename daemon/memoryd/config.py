@@ -7,12 +7,23 @@ handed the part it needs. ``config.example.toml`` is rendered from this model by
 
 from __future__ import annotations
 
+import difflib
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -249,8 +260,14 @@ class LoggingSettings(_Section):
         "info", description="Least severe level written to the log."
     )
     file: bool = Field(
-        True, description="Also write JSON lines to $XDG_STATE_HOME/memoryd/memoryd.log."
+        True,
+        description="Also write JSON lines to $XDG_STATE_HOME/memoryd/memoryd.log (not under "
+        "systemd, whose journal keeps what the daemon prints).",
     )
+    max_bytes: int = Field(
+        10 * 1024 * 1024, ge=64 * 1024, description="Size at which the log file is rotated."
+    )
+    backups: int = Field(3, ge=0, le=100, description="Rotated log files kept (memoryd.log.1 …).")
 
 
 class Settings(BaseSettings):
@@ -293,15 +310,54 @@ def load(config_file: Path | None = None, **overrides: Any) -> Settings:
     if config_file is not None and not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
 
+    if path.is_file():
+        _check_names(path)
+
     class _FromFile(Settings):
         model_config = SettingsConfigDict(toml_file=path if path.is_file() else None)
 
     try:
         loaded = _FromFile(**overrides)
-    except ValueError as exc:  # pydantic's ValidationError and tomllib's TOMLDecodeError
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, path, os.environ)) from exc
+    except ValueError as exc:  # tomllib's TOMLDecodeError
         raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
     # Validated already; re-wrap as plain Settings (validation only, no sources read again).
     return Settings.model_validate(loaded.model_dump())
+
+
+def _check_names(path: Path) -> None:
+    """A misspelt section or key is an error naming the file and the nearest valid name: pydantic
+    would ignore an unknown section, so ``[retreival]`` would silently change nothing."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
+    sections = Settings.model_fields
+    for name, value in data.items():
+        if name not in sections:
+            raise ConfigError(f"{path}: unknown section [{name}]{_nearest(name, sections)}")
+        fields = sections[name].annotation.model_fields  # type: ignore[union-attr]
+        for key in value if isinstance(value, dict) else ():
+            if key not in fields:
+                raise ConfigError(f"{path}: unknown key {key!r} in [{name}]{_nearest(key, fields)}")
+
+
+def _nearest(name: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _explain(exc: ValidationError, path: Path, environ: Mapping[str, str]) -> str:
+    """Each invalid value with where it came from: an environment variable named as such (a
+    user who never touched the file must not be sent to it), otherwise the file."""
+    lines = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        variable = "MEMORYD_" + "__".join(loc).upper()
+        where = f"environment variable {variable}" if variable in environ else str(path)
+        lines.append(f"{'.'.join(loc)}: {error['msg']} (from {where})")
+    return "invalid configuration: " + "; ".join(lines)
 
 
 # What a running daemon applies on SIGHUP, per section; a change to any other setting is named in

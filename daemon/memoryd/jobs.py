@@ -73,6 +73,11 @@ class Jobs:
                 self._scheduler.reschedule_job(job, trigger="interval", seconds=seconds)
                 self._intervals[job] = seconds
 
+    @property
+    def names(self) -> frozenset[str]:
+        """The jobs this scheduler posts ticks for."""
+        return frozenset(self._intervals)
+
     def start(self) -> None:
         self._scheduler.start()
 

@@ -7,14 +7,15 @@ and hands out that project's memory, and nothing else: per-project isolation sta
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path, PurePath
 
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
-from memoryd.core.errors import BadRequest
-from memoryd.core.projects import resolve_root
+from memoryd.core.errors import BadRequest, EntryNotFound, MemorydError, NoProject
+from memoryd.core.projects import PROJECT_MARKERS, find_root, resolve_root, slug
 from memoryd.project import ProjectMemory, recorded_root
 
 MAX_OPEN = 16
@@ -53,6 +54,26 @@ class ProjectRegistry:
         if not real.is_dir():
             raise BadRequest(f"project directory {cwd} does not exist")
         return Path(resolve_root(real, _has_marker))
+
+    def check_project(self, cwd: str | None) -> None:
+        """Refuse a folder outside any project that the user did not name: a command run in
+        ``/tmp``, ``/`` or the home folder must not create memory there."""
+        real = Path(self.root_for(cwd))  # the same checks of the path first
+        if find_root(Path(os.path.realpath(cwd or "")), _has_marker) is not None:
+            return
+        markers = ", ".join(f"{m}/" for m in PROJECT_MARKERS)
+        raise NoProject(
+            f"{real} is not inside a project (no {markers} in it or above it): run in a "
+            f"repository, create {real}/.memoryd/ to make it one, or name it with --project"
+        )
+
+    def resolves(self, cwd: str | None) -> bool:
+        """Whether ``cwd`` lies inside a project."""
+        try:
+            self.check_project(cwd)
+        except MemorydError:
+            return False
+        return True
 
     def get(self, cwd: str | None) -> ProjectMemory:
         root = self.root_for(cwd)
@@ -94,6 +115,41 @@ class ProjectRegistry:
             self._known = {root for root in roots if root is not None and root.is_dir()}
             self._known.update(self._open)
         return sorted(self._known)
+
+    def remove(self, directory: str, now: float) -> Path:
+        """Move the memory of the project at ``directory`` aside (``removed/``, never deleted),
+        closing it first; returns where it went. Refused when the daemon holds none for it."""
+        if "\x00" in directory or not os.path.isabs(directory):
+            raise BadRequest(f"project directory must be an absolute path, got {directory!r}")
+        wanted = Path(os.path.realpath(directory))
+        folders = self._folders_of(wanted)
+        if not folders:
+            raise EntryNotFound(f"memoryd holds no memory for {wanted} (see memctl projects)")
+        project = self._open.pop(wanted, None)
+        if project is not None:
+            project.close()
+        removed = self.data_root / "removed"
+        removed.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        target = removed / f"{folders[0].name}-{stamp}"
+        for n, folder in enumerate(folders):
+            os.replace(folder, target if n == 0 else removed / f"{folder.name}-{stamp}-{n}")
+        self.known()
+        assert self._known is not None
+        self._known.discard(wanted)
+        return target
+
+    def _folders_of(self, root: Path) -> list[Path]:
+        try:
+            folders = sorted((self.data_root / "projects").iterdir())
+        except OSError:
+            return []
+        # A folder made before project.json existed is known by its slug.
+        return [
+            f
+            for f in folders
+            if f.is_dir() and (recorded_root(f) or (root if f.name == slug(root) else None)) == root
+        ]
 
     def close(self) -> None:
         while self._open:

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from xml.sax.saxutils import escape as xml_escape
 
 from memoryd.atomic import write_atomic
 
@@ -44,13 +45,35 @@ def memoryd_executable() -> str:
     raise FileNotFoundError("cannot find the installed `memoryd` executable on PATH")
 
 
-def plan(platform: str = sys.platform, home: Path | None = None) -> ServicePlan:
+def systemd_quote(value: str, *, executable: bool = False) -> str:
+    """One argument of a unit file's command line: double-quoted with C escapes and ``%`` (a
+    specifier) doubled; ``$`` (a variable) doubled in an argument. systemd refuses an executable
+    path holding ``$``, a quote or a backslash (systemd-analyze: "Executable name contains special
+    characters"), so such a path is refused here, with the reason, instead of writing a unit that
+    will not start."""
+    bad = sorted({c for c in value if c in "$'\"\\"})
+    if executable and bad:
+        raise ValueError(
+            f"systemd cannot start an executable whose path contains {' '.join(bad)}: {value} "
+            "(install memoryd where its path has none of them)"
+        )
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + escaped.replace("%", "%%").replace("$", "$$") + '"'
+
+
+def plan(
+    platform: str = sys.platform, home: Path | None = None, exe: str | None = None
+) -> ServicePlan:
     home = home or Path.home()
-    exe = memoryd_executable()
+    exe = exe or memoryd_executable()
     if platform == "darwin":
         path = home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
         log_dir = home / "Library" / "Logs"
-        content = _template("launchd").replace("@EXEC@", exe).replace("@LOG_DIR@", str(log_dir))
+        content = (
+            _template("launchd")
+            .replace("@EXEC@", xml_escape(exe))
+            .replace("@LOG_DIR@", xml_escape(str(log_dir)))
+        )
         domain = f"gui/{os.getuid()}"
         return ServicePlan(
             "launchd",
@@ -61,7 +84,7 @@ def plan(platform: str = sys.platform, home: Path | None = None) -> ServicePlan:
         )
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     path = config_home / "systemd" / "user" / "memoryd.service"
-    content = _template("systemd").replace("@EXEC@", exe)
+    content = _template("systemd").replace("@EXEC@", systemd_quote(exe, executable=True))
     return ServicePlan(
         "systemd",
         path,

@@ -1,12 +1,17 @@
 """Commands for the agents: ``hook`` (run by an agent on every prompt: kept off every other
-command's imports) and ``install-hooks``."""
+command's imports), ``install-hooks`` and ``mcp`` (the MCP server: its SDK stays off every other
+command's imports too)."""
 
 from __future__ import annotations
 
-from typing import get_args
+import sys
+from typing import TYPE_CHECKING, get_args
 
 from memctl import protocol
 from memctl.commands import Commands, lazy
+
+if TYPE_CHECKING:
+    from memctl.cli import Session
 
 
 def register_hook(c: Commands) -> None:
@@ -22,3 +27,16 @@ def register(c: Commands) -> None:
     p.add_argument("--scope", choices=["user", "project"], default="user")
     p.add_argument("--uninstall", action="store_true", help="remove memctl's hooks instead")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    p = c.add("completion", lazy("memctl.completion", "run"), help="shell completion script")
+    p.add_argument("shell", choices=["bash", "zsh", "fish"])
+    c.add("mcp", cmd_mcp, help="serve memory to an agent as MCP tools on stdin/stdout")
+
+
+def cmd_mcp(s: Session) -> None:
+    # memctl.launch marks typing_extensions absent for the hook's start-up; the MCP SDK and
+    # pydantic need it, so the mark goes before they are imported.
+    if "typing_extensions" in sys.modules and sys.modules["typing_extensions"] is None:
+        del sys.modules["typing_extensions"]
+    from memctl.mcp_server import run
+
+    run(s)

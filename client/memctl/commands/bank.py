@@ -3,10 +3,11 @@ import."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from memctl import protocol, render
-from memctl.cli import BULK_BUDGET_S, Failed, Session
+from memctl.cli import BULK_BUDGET_S, EXIT_USAGE, Failed, Session
 from memctl.commands import Commands
 
 SYNC_WAIT_MS = 20_000
@@ -37,7 +38,15 @@ def register(c: Commands) -> None:
     p.add_argument("--mode", help="the agent's mode (read-only modes refuse --apply)")
     c.add("sync", cmd_sync, protocol.BankSync, parent=bank)
     c.add("ingest", cmd_ingest, protocol.IngestLifecycle, parent=bank)
-    c.add("projects", cmd_projects, protocol.Projects)
+    p = c.add(
+        "projects",
+        cmd_projects,
+        protocol.Projects,
+        protocol.ProjectsRemove,
+        help="known projects; `projects remove DIR` forgets one (its memory is kept aside)",
+    )
+    p.add_argument("action", nargs="?", choices=["remove"])
+    p.add_argument("directory", nargs="?", metavar="DIR")
     c.add("ingest", cmd_ingest, protocol.IngestLifecycle)
 
 
@@ -46,7 +55,10 @@ def cmd_init(s: Session) -> None:
 
 
 def cmd_validate(s: Session) -> None:
-    s.emit(s.call(protocol.BankValidate()), render.bank_validate)
+    result = s.call(protocol.BankValidate())
+    s.emit(result, render.bank_validate)
+    if not result.valid:  # a script (or CI) can rely on the exit code
+        raise Failed("the memory bank has problems")
 
 
 def cmd_read(s: Session) -> None:
@@ -99,4 +111,10 @@ def cmd_ingest(s: Session) -> None:
 
 
 def cmd_projects(s: Session) -> None:
-    s.emit(s.call(protocol.Projects(), BULK_BUDGET_S), render.projects)
+    if s.args.action is None:
+        s.emit(s.call(protocol.Projects(), BULK_BUDGET_S), render.projects)
+        return
+    if not s.args.directory:
+        raise Failed("projects remove needs the project's DIR", EXIT_USAGE)
+    request = protocol.ProjectsRemove(path=os.path.abspath(s.args.directory))
+    s.emit(s.call(request, BULK_BUDGET_S), render.project_removed)

@@ -72,7 +72,6 @@ class Activation(msgspec.Struct, frozen=True):
     bank_info: BankInfo
     content: dict[str, str]  # file name → text, in read order
     custom_instructions: list[Instruction]
-    cache: dict[str, str] = {}  # filled by the daemon's bank cache when it serves this
 
 
 def _read_text(name: str, path: Path) -> tuple[str, float]:

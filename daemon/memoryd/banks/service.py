@@ -84,7 +84,7 @@ class BankService:
     ) -> None:
         self._registry = registry
         self.cache = cache
-        self._sync_interval_s = sync_interval_s
+        self.sync_interval_s = sync_interval_s  # the job's interval; SIGHUP may change it
         self._sync_requests: OrderedDict[str, None] = OrderedDict()
         self._instruction_config = instructions
         self._llm = llm
@@ -163,7 +163,7 @@ class BankService:
             custom_instructions=[
                 _convert(rule, p.CustomInstruction) for rule in activation.custom_instructions
             ],
-            cache=self.cache.describe(project.root, self._sync_interval_s),
+            cache=self.cache.describe(project.root, self.sync_interval_s),
         )
 
     def route_async(
@@ -228,12 +228,14 @@ class BankService:
         if apply and processed.items:
             texts, _refused = self.cache.contents(project.root)
             # Checked over every file first, so that an item refused leaves all files as they are.
-            changed = apply_items(texts, processed.items, now.date())
+            planned = apply_items(texts, processed.items, now.date())
+            # Files whose text stays as it is (everything filed before) are not touched.
+            changed = [name for name, text in planned.items() if text != texts.get(name)]
             for name in changed:
                 items = [i for i in processed.items if i.target_file == name]
                 self.cache.apply(project.root, name, ApplyItems(items, now.date()), request)
-            result.applied = list(changed)
-            result.ingested = self._after_write(project, list(changed))
+            result.applied = changed
+            result.ingested = self._after_write(project, changed) if changed else 0
         return result
 
     def timed_out(self) -> p.BankProcessResult:

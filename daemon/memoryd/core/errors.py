@@ -20,6 +20,10 @@ class EntryNotFound(MemorydError, LookupError):
     code = ErrorCode.NOT_FOUND
 
 
+class NoProject(EntryNotFound):
+    """The request's folder is not inside a project, and the user did not name it as one."""
+
+
 class Forbidden(MemorydError, PermissionError):
     code = ErrorCode.FORBIDDEN
 

@@ -17,9 +17,15 @@ def slug(root: PurePath) -> str:
     return f"{name[:64]}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
 
 
-def resolve_root(cwd: PurePath, has_marker: Callable[[PurePath, str], bool]) -> PurePath:
-    """The nearest ancestor of ``cwd`` (itself included) holding a project marker, else ``cwd``."""
+def find_root(cwd: PurePath, has_marker: Callable[[PurePath, str], bool]) -> PurePath | None:
+    """The nearest ancestor of ``cwd`` (itself included) holding a project marker, if any."""
     for candidate in (cwd, *cwd.parents):
         if any(has_marker(candidate, marker) for marker in PROJECT_MARKERS):
             return candidate
-    return cwd
+    return None
+
+
+def resolve_root(cwd: PurePath, has_marker: Callable[[PurePath, str], bool]) -> PurePath:
+    """The nearest ancestor of ``cwd`` (itself included) holding a project marker, else ``cwd``
+    (for a folder the user named explicitly)."""
+    return find_root(cwd, has_marker) or cwd

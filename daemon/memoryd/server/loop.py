@@ -265,6 +265,8 @@ class Server:
 
     def _run(self, request: p.Request[Any]) -> p.Ok | p.Error | Parked:
         try:
+            if type(request).needs_project and not request.project_explicit:
+                self.context.registry.check_project(request.project)
             result = HANDLERS[type(request)](self.context, request)
         except MemorydError as exc:
             return p.Error(id=request.id, code=exc.code, message=str(exc))

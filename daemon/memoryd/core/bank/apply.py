@@ -4,6 +4,7 @@ and writes the files."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import date
 
@@ -33,8 +34,26 @@ def apply_items(
     return changed
 
 
+# Dates and times a rendered item carries (a decision's Date, a done item's date, a timestamp):
+# the same item filed again on another day or minute is still the same item.
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?Z?)?")
+
+
+def _normal(text: str) -> str:
+    return " ".join(_STAMP.sub("", text).lower().split())
+
+
+def already_filed(text: str, content: str) -> bool:
+    """Whether ``content`` (dates aside) is in ``text`` already: running ``bank process
+    --apply`` twice on the same input must not file the same lines twice."""
+    wanted = _normal(content)
+    return bool(wanted) and wanted in _normal(text)
+
+
 def _apply(text: str, item: ProcessedItem, today: date) -> str:
     section = item.metadata.get("section", "")
+    if item.operation_type in ("append", "append_to_section") and already_filed(text, item.content):
+        return text
     match item.operation_type:
         case "append":
             return bank.append_block(text, item.content)
@@ -49,4 +68,6 @@ def _apply(text: str, item: ProcessedItem, today: date) -> str:
                     return bank.complete_progress_item(text, wanted, today)
                 except (EntryNotFound, Ambiguous):
                     pass  # no single open item to move: record it as done all the same
+            if already_filed(text, item.content):
+                return text  # done already (this same input, applied before)
             return bank.append_to_section(text, section, item.content)

@@ -18,7 +18,8 @@ def hello(ctx: DaemonContext, req: p.Hello) -> p.HelloResult:
 
 
 def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
-    project = ctx.registry.get(req.project).info() if req.project else None
+    here = req.project and (req.project_explicit or ctx.registry.resolves(req.project))
+    project = ctx.registry.get(req.project).info() if here else None
     return p.StatusResult(
         daemon=p.DaemonInfo(
             version=__version__,
@@ -57,10 +58,16 @@ def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
     return p.ShutdownResult(stopping=True)
 
 
+def projects_remove(ctx: DaemonContext, req: p.ProjectsRemove) -> p.ProjectRemovedResult:
+    archived = ctx.registry.remove(req.path, time.time())
+    return p.ProjectRemovedResult(path=os.path.realpath(req.path), archived_to=str(archived))
+
+
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Hello: hello,
     p.StatusRequest: status,
     p.AuditTail: audit_tail,
     p.Check: check,
     p.Shutdown: shutdown,
+    p.ProjectsRemove: projects_remove,
 }

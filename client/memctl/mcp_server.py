@@ -1,0 +1,234 @@
+"""``memctl mcp``: the daemon's memory as MCP tools over stdio (SPEC §12), for agents that reach
+memoryd through MCP rather than hooks.
+
+A thin client like every other command: each tool builds one request of ``memctl.protocol``,
+sends it to the daemon for the project of the server's working directory (or ``--project``) and
+returns the result as structured JSON. The tools are named as the seeds name them (seed 001's
+``memory_*``, seed 000's memory bank tools, seed 003's ``save_memory``); operations the daemon
+does not have yet get no tool. An error reply, or a daemon that is down, becomes a tool error the
+agent can read; the server itself keeps running.
+
+This module imports the ``mcp`` SDK (and with it pydantic, anyio, starlette): only ``memctl mcp``
+loads it, never the hook or another command.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import anyio.to_thread
+import msgspec
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from memctl import __version__, protocol
+from memctl.cli import BULK_BUDGET_S, Failed, Session
+from memctl.commands import help_of
+
+INSTRUCTIONS = """\
+memoryd keeps this project's memory across sessions and agents. Before changing code, call \
+memory_recall with what you are about to work on; when you learn something the next session \
+needs (a decision and its reason, a pitfall, a convention), store it with memory_store. The \
+memory bank (memory-bank/*.md) holds the project's narrative: read it with memory_bank_read, \
+keep activeContext.md and progress.md current with memory_bank_update."""
+
+Query = Annotated[str, Field(min_length=1, max_length=8192, description="what to look for")]
+Files = Annotated[
+    list[str],
+    Field(max_length=64, description="files you are working on: their entries rank higher"),
+]
+BankName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=255,
+        description="a file of memory-bank/, e.g. activeContext.md (a .md name inside the bank)",
+    ),
+]
+BankText = Annotated[str, Field(max_length=512 * 1024, description="markdown text")]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+REPLACING = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+
+
+def described(request_type: type[protocol.Request[Any]]) -> str:
+    """A tool's description from its request's docstring (the CLI's help too)."""
+    return help_of(request_type)[1]
+
+
+class MemoryTools:
+    """The tools, each forwarding one request to the daemon for the session's project."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    async def _send(
+        self, request: protocol.Request[Any], budget_s: float | None = None
+    ) -> dict[str, Any]:
+        """The request's result as JSON, or a ``ToolError`` with the daemon's message (or how
+        to start the daemon)."""
+        try:
+            result = await anyio.to_thread.run_sync(self._session.call, request, budget_s)
+        except Failed as exc:
+            raise ToolError(str(exc)) from None
+        built: dict[str, Any] = msgspec.to_builtins(result)
+        return built
+
+    # ---------------------------------------------------------------- seed 001: project memory
+
+    async def memory_recall(
+        self,
+        query: Query,
+        k: Annotated[int, Field(ge=1, le=50, description="how many results")] = 5,
+        files: Files = [],  # noqa: B006 - pydantic copies defaults
+    ) -> dict[str, Any]:
+        """Search this project's memory (decisions, pitfalls, conventions, progress) and return
+        the entries ranked by relevance and confidence. Call it before working on something."""
+        return await self._send(protocol.Search(query=query, k=k, files=files))
+
+    async def memory_query(
+        self,
+        category: protocol.Category | None = None,
+        status: protocol.Status | None = None,
+        limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+        offset: Annotated[int, Field(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """List this project's active entries, optionally of one category or status, a page at
+        a time (``total`` says how many there are; prefer memory_recall for a question)."""
+        request = protocol.ListEntries(category=category, status=status, limit=limit, offset=offset)
+        return await self._send(request, BULK_BUDGET_S)
+
+    async def memory_store(
+        self,
+        content: Annotated[str, Field(min_length=1, max_length=65_536)],
+        section: Annotated[
+            str | None,
+            Field(max_length=64, description="a section name, e.g. Decisions; or give category"),
+        ] = None,
+        category: protocol.Category | None = None,
+        tags: Annotated[list[str], Field(max_length=32)] = [],  # noqa: B006
+        files: Files = [],  # noqa: B006
+    ) -> dict[str, Any]:
+        """Store one fact in this project's memory: a decision and its reason, a pitfall, a
+        convention, progress. Give a section or a category (not both). A fact already stored
+        comes back as a duplicate."""
+        if section is not None and category is not None:
+            raise ToolError("give a section or a category, not both")
+        # Never pinned: only a user pins (SPEC §9).
+        request = protocol.Remember(
+            content=content, section=section, category=category, tags=tags, file_paths=files
+        )
+        return await self._send(request)
+
+    async def memory_search_archive(
+        self, query: Query, k: Annotated[int, Field(ge=1, le=50)] = 5
+    ) -> dict[str, Any]:
+        """Search archived entries (superseded or stale: no longer injected into context, still
+        queryable)."""
+        return await self._send(protocol.Search(query=query, k=k, archive=True))
+
+    async def memory_episodes(
+        self,
+        query: Annotated[str, Field(max_length=1024)] = "",
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> dict[str, Any]:
+        """List recent session episodes (goal, decisions, outcome, files), optionally those whose
+        text contains the query: what earlier sessions did."""
+        return await self._send(protocol.Episodes(query=query, limit=limit))
+
+    async def memory_ingest_lifecycle(self) -> dict[str, Any]:
+        return await self._send(protocol.IngestLifecycle(), BULK_BUDGET_S)
+
+    # ---------------------------------------------------------------- seed 000: memory bank
+
+    async def initialize_memory_bank(
+        self,
+        brief: Annotated[
+            str | None, Field(max_length=65_536, description="what the project is for")
+        ] = None,
+    ) -> dict[str, Any]:
+        return await self._send(protocol.BankInit(brief=brief), BULK_BUDGET_S)
+
+    async def list_projects(self) -> dict[str, Any]:
+        return await self._send(protocol.Projects())
+
+    async def memory_bank_read(self, name: BankName) -> dict[str, Any]:
+        return await self._send(protocol.BankRead(name=name))
+
+    async def memory_bank_write(self, name: BankName, content: BankText) -> dict[str, Any]:
+        """Create or replace a memory bank file with the content (decisionLog.md stays
+        append-only)."""
+        return await self._send(protocol.BankWrite(name=name, content=content))
+
+    async def memory_bank_update(self, name: BankName, content: BankText) -> dict[str, Any]:
+        """Merge markdown sections (e.g. '## Current Focus') into an existing memory bank file:
+        send only what changed. A section replaces the file's section of that name or is added;
+        history sections (activeContext.md Recent Changes, progress.md Completed) get the items
+        appended; decisionLog.md entries ('## Decision: ...') are appended."""
+        return await self._send(protocol.BankUpdate(name=name, content=content))
+
+    async def list_project_files(self) -> dict[str, Any]:
+        return await self._send(protocol.BankList())
+
+    async def validate_project(self) -> dict[str, Any]:
+        return await self._send(protocol.BankValidate())
+
+    # ---------------------------------------------------------------- seed 003: instruction files
+
+    async def save_memory(
+        self,
+        content: Annotated[str, Field(min_length=1, max_length=65_536, description="markdown")],
+        section: Annotated[
+            str | None, Field(max_length=128, description='a section header, e.g. "Code Style"')
+        ] = None,
+        target: Literal["project", "local", "global"] = "project",
+        confirm: Annotated[
+            bool, Field(description="false: only show the diff; true: write it")
+        ] = False,
+    ) -> dict[str, Any]:
+        """Save a convention or instruction to the instruction file (MEMORY.md of the project,
+        MEMORY.local.md, or the global one) under a section. Without confirm it returns the diff
+        and writes nothing: show it to the user, then call again with confirm true."""
+        request = protocol.SaveMemory(
+            content=content, section=section, target=target, confirm=confirm
+        )
+        return await self._send(request)
+
+
+# name → (the request type whose docstring describes it when the tool has none, its hints)
+TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
+    "memory_recall": (protocol.Search, READ_ONLY),
+    "memory_query": (protocol.ListEntries, READ_ONLY),
+    "memory_store": (protocol.Remember, ADDITIVE),
+    "memory_search_archive": (protocol.Search, READ_ONLY),
+    "memory_episodes": (protocol.Episodes, READ_ONLY),
+    "memory_ingest_lifecycle": (protocol.IngestLifecycle, ADDITIVE),
+    "initialize_memory_bank": (protocol.BankInit, ADDITIVE),
+    "list_projects": (protocol.Projects, READ_ONLY),
+    "memory_bank_read": (protocol.BankRead, READ_ONLY),
+    "memory_bank_write": (protocol.BankWrite, REPLACING),
+    "memory_bank_update": (protocol.BankUpdate, REPLACING),
+    "list_project_files": (protocol.BankList, READ_ONLY),
+    "validate_project": (protocol.BankValidate, READ_ONLY),
+    "save_memory": (protocol.SaveMemory, ADDITIVE),
+}
+
+
+def build_server(session: Session) -> MCPServer:
+    server: MCPServer = MCPServer("memoryd", version=__version__, instructions=INSTRUCTIONS)
+    tools = MemoryTools(session)
+    for name, (request_type, hints) in TOOLS.items():
+        fn = getattr(tools, name)
+        description = " ".join((fn.__doc__ or described(request_type)).split())
+        server.add_tool(
+            fn, name=name, description=description, annotations=hints, structured_output=True
+        )
+    return server
+
+
+def run(s: Session) -> None:
+    """Serve the tools on stdin/stdout until the client closes them."""
+    build_server(s).run("stdio")

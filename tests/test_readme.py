@@ -1,0 +1,57 @@
+"""The README's quick start runs as written: its block, line by line, in a fresh shell, against
+the real daemon, with the programs found the way the README says (the checkout's .venv/bin)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Daemon, Env
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _quick_start() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Try it in one minute", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "the quick start's sh block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_quick_start_runs_as_written(env: Env, daemon: Daemon, tmp_path: Path) -> None:
+    lines = _quick_start()
+    assert lines[0].startswith("export PATH=") and any("memctl search" in x for x in lines)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / ".venv").symlink_to(Path(sys.executable).parent.parent)  # the README's venv
+    shell_env = {**env.environ(), "PATH": "/usr/bin:/bin"}  # memctl on PATH only by the README
+    script = ""
+    for number, line in enumerate(lines):
+        # One shell for the block (its `export` and `cd` carry over); a marker after each line
+        # says which line failed, if one does.
+        script += f"{line}\necho '--- line {number} exit' $?\n"
+    ran = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=checkout,
+        env=shell_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr}"
+    outputs = re.split(r"--- line \d+ exit 0\n", ran.stdout)
+    assert len(outputs) == len(lines) + 1, ran.stdout  # every line ran and exited 0
+    by_line = dict(zip(lines, outputs, strict=False))
+    search = next(out for line, out in by_line.items() if "memctl search" in line)
+    assert "We never commit directly to main" in search
+    pin = next(out for line, out in by_line.items() if "memctl pin" in line)
+    assert "is pinned" in pin
+    status = json.loads(next(out for line, out in by_line.items() if "status --json" in line))
+    assert status["project"]["root"].endswith("/src/demo")
+    assert status["project"]["entries"]["pinned"] == 1
+    audit = next(out for line, out in by_line.items() if "memctl audit" in line)
+    assert len(audit.splitlines()) == 3 and all('"hash"' in x for x in audit.splitlines())
