@@ -339,7 +339,7 @@ def test_an_edit_followed_by_the_same_failure_is_not_a_fix() -> None:
     assert not error.resolved_error
 
 
-def test_failed_edit_resolved_by_a_later_edit_of_the_same_file() -> None:
+def test_a_failed_edit_is_tool_mechanics_not_a_finding() -> None:
     found = extract(
         _session(
             edit("src/x.py", "e1"),
@@ -350,8 +350,38 @@ def test_failed_edit_resolved_by_a_later_edit_of_the_same_file() -> None:
             user(tool_results=(Result("e2", False, "ok"),)),
         )
     )
-    error = only(found, "error.tool_failure")
-    assert error.resolved_error and error.content.startswith("Edit on src/x.py failed:")
+    assert not [f for f in found if f.category == "error"]
+
+
+# Real lines of the Claude Code samples (shared/samples/claude/): the harness's refusals.
+HARNESS_ERRORS = [
+    "<tool_use_error>File has not been read yet. Read it first before writing to it."
+    "</tool_use_error>",
+    "<tool_use_error>String to replace not found in file.\nString: **Audio Routing**: Web Audio"
+    " API nodes chained together:</tool_use_error>",
+    "<tool_use_error>Error: No such tool available: AskUserQuestion</tool_use_error>",
+    "Shell dce0af is not running, so cannot be killed (status: killed)",
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it"
+    " was a file edit, the new_string was NOT written to the file). STOP what you are doing and"
+    " wait for the user to tell you how to proceed.",
+    "The user doesn't want to take this action right now. STOP what you are doing and wait for"
+    " the user to tell you how to proceed.",
+]
+
+
+@pytest.mark.parametrize("output", HARNESS_ERRORS)
+def test_harness_errors_and_declined_tool_uses_never_become_findings(output: str) -> None:
+    for call in (run("npm install"), edit("CLAUDE.md", "c1")):
+        call_id = call.tool_calls[0].id
+        found = extract(
+            _session(
+                call,
+                user(tool_results=(Result(call_id, True, output),)),
+                run("npm install"),
+                outcome("npm install", error=False, output="added 1 package"),
+            )
+        )
+        assert not [f for f in found if f.category == "error"], output
 
 
 def test_results_pair_in_order_when_calls_have_no_id() -> None:

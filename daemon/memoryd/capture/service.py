@@ -34,7 +34,7 @@ from memoryd.capture.tail import Cursor, read_document, read_new
 from memoryd.core import redaction
 from memoryd.core.capture.extraction import extract
 from memoryd.core.capture.finalization import SessionClose, plan_finalization
-from memoryd.core.capture.findings import SessionFinding, finding_id
+from memoryd.core.capture.findings import SessionFinding, finding_id, session_memory_keeps
 from memoryd.core.capture.promotion import Preset
 from memoryd.core.capture.rules import ExtractionRule
 from memoryd.core.capture.transcript import Agent, Message
@@ -311,7 +311,11 @@ class CaptureService:
         recent = live.messages if window is None else live.messages[-window:]
         findings = [*self._inherited(live, project), *extract(recent, self._rules, redact=_redact)]
         findings = list({f.id: f for f in findings}.values())  # its own finding wins a tie
-        changed = tuple(f for f in findings if live.recorded.get(f.id) != _key(f))
+        changed = tuple(
+            f
+            for f in findings
+            if live.recorded.get(f.id) != _key(f) and session_memory_keeps(f, final=full)
+        )
         if changed:
             project.commit(FindingsRecorded(self._session_info(live), changed))
             live.recorded.update((f.id, _key(f)) for f in changed)

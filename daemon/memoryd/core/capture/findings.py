@@ -38,6 +38,19 @@ class SessionFinding(msgspec.Struct, frozen=True, kw_only=True):
     resolved_error: bool = False
 
 
+# What a session did, not what it learnt: these feed its episode, never project memory.
+EPISODE_ONLY: frozenset[str] = frozenset({"file_change", "task_progress"})
+
+
+def session_memory_keeps(finding: SessionFinding, *, final: bool) -> bool:
+    """Whether session memory records ``finding``. A checkpoint sees only part of the session,
+    so an error it finds unresolved may be fixed later: only the final pass records those, and
+    a fixed twin never sits beside its unresolved copy."""
+    if finding.category in EPISODE_ONLY:
+        return False
+    return final or finding.category != "error" or finding.resolved_error
+
+
 class Origin(NamedTuple):
     """Where in the transcript a finding was seen."""
 

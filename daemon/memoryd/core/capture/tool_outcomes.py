@@ -10,6 +10,11 @@ An error result stays open until one of these, later in the same extraction:
 
 Errors still open at the end are kept unresolved, at reduced importance: a failure with no known
 fix is worth less than one whose fix is known.
+
+Only the project's own commands fail in a way worth remembering. The harness's refusals (a read
+before an edit, a replace string not found, a declined tool use) and the failures of the agent's
+file tools are tool mechanics: they never become findings, though a failed edit still counts as
+an edit that changed nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from functools import cached_property
 from typing import Protocol
 
 from memoryd.core.capture.findings import FindingSink, Origin, truncate
+from memoryd.core.capture.harness import is_harness_error
 from memoryd.core.capture.rules import CompiledRule, ExtractionRule
 
 UNRESOLVED_ERROR_FACTOR = 0.7
@@ -174,6 +180,8 @@ class ToolOutcomes:
                 if error.call is not None and error.call.key == call.key:
                     error.edited.clear()
                     error.fixes.clear()
+        if is_harness_error(text) or (call is not None and call.command is None):
+            return
         lowered = text.lower() if any(rx.rule.keywords for rx in self._error_rules) else ""
         for rx in self._error_rules:
             match = rx.search(text, lowered)
