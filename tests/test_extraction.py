@@ -730,3 +730,110 @@ def test_remembered_text_matches_what_capture_extracts() -> None:
     assert hook_text is not None and len(intent) == 1
     assert fingerprint(hook_text) == intent[0].fingerprint
     assert remembered_text("nothing to keep here", "claude") is None
+
+
+# --------------------------------------------------------------------------- the user's voice
+# Real lines of the Claude Code samples (shared/samples/claude/), shortened.
+
+DECLINED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it"
+    " was a file edit, the new_string was NOT written to the file). STOP what you are doing and"
+    " wait for the user to tell you how to proceed."
+)
+
+
+def test_a_declined_tool_use_with_a_reason_is_the_users_correction() -> None:
+    reason = (
+        "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it"
+        " was a file edit, the new_string was NOT written to the file). The user provided the"
+        " following reason for the rejection:  use pnpm"
+    )
+    found = extract(_session(run("npm install"), outcome("npm install", error=True, output=reason)))
+    (finding,) = found
+    assert (finding.rule_id, finding.content, finding.category) == (
+        "user.correction",
+        "use pnpm",
+        "preference",
+    )
+    assert finding.user_intent
+
+
+def test_the_users_next_words_after_an_interrupted_tool_use_are_a_correction() -> None:
+    prompt = (
+        "OK, so first commit the changes related to the previous task, adding support for tar,"
+        " then proceed with this new plan (reporting archive errors)."
+    )
+    found = extract(
+        _session(
+            assistant(tool_calls=(Call("ExitPlanMode", {"plan": "…"}, id="p1"),)),
+            user(tool_results=(Result("p1", True, DECLINED),)),
+            user("[Request interrupted by user for tool use]", injected=True),
+            user(prompt),
+            user("Excellent work, thank you!"),  # not a correction: nothing was refused before it
+        )
+    )
+    (finding,) = found
+    assert (finding.rule_id, finding.content) == ("user.correction", prompt)
+    assert finding.user_intent and finding.category == "preference"
+
+
+def test_answers_to_a_question_tool_are_the_users_decision() -> None:
+    answer = (
+        'User has answered your questions: "How should corrupted archives be reported in the'
+        ' manifest?"="Option C: Extra field". You can now continue with the user\'s answers in'
+        " mind."
+    )
+    (finding,) = extract(_session(user(tool_results=(Result("q1", False, answer),))))
+    assert finding.content == (
+        "How should corrupted archives be reported in the manifest? → Option C: Extra field"
+    )
+    assert finding.user_intent and finding.category == "decision"
+
+
+def test_user_directions_constraints_and_limitations_keep_their_whole_message() -> None:
+    said = {
+        "user.constraint": (
+            "I have both Node and Python, but I don't want to make it only work for me or make"
+            " assumptions about people's env. Would there be a cross-platform solution?"
+        ),
+        "user.direction": (
+            "New feature: we support .zip, but I've seen an archive that contains embedded"
+            " tar.gz. We should support those (.tar, .tar.gz) as well."
+        ),
+        "user.limitation": "Oh, I just found out that this is not supported by Chrome :(",
+    }
+    for rule_id, text in said.items():
+        (finding,) = extract([user(text)])
+        assert (finding.rule_id, finding.content) == (rule_id, text)
+        assert finding.user_intent
+    # Asking to explore is not a decision; the agent saying the same is not the user's voice.
+    assert extract([user("As a first step let's figure out the simplest way to serve it.")]) == []
+    assert extract([assistant(said["user.direction"])]) == []
+
+
+def test_a_short_reply_is_kept_with_what_the_agent_had_just_said() -> None:
+    (finding,) = extract(
+        _session(
+            assistant("The most cross-platform approach is a package.json with a dev server."),
+            user("ok, fine, let's do vite"),
+        )
+    )
+    assert finding.content == (
+        "ok, fine, let's do vite (in reply to: The most cross-platform approach is a package.json"
+        " with a dev server.)"
+    )
+
+
+def test_hedged_sentences_never_stand_alone() -> None:
+    assert (
+        extract(
+            [
+                assistant(
+                    "The issue is likely that the route is cached.\n"
+                    "I think the root cause is the tokenizer path.\n"
+                    "It looks like the bug is in the renderer."
+                )
+            ]
+        )
+        == []
+    )

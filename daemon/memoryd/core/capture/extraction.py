@@ -18,12 +18,14 @@ from typing import Any, Protocol
 
 import msgspec
 
-from memoryd.core.capture.findings import FindingSink, Origin, SessionFinding
+from memoryd.core.capture.findings import FindingSink, Origin, SessionFinding, truncate
+from memoryd.core.capture.harness import is_declined, is_interruption, user_words
 from memoryd.core.capture.rules import (
     DEFAULT_RULES,
     CompiledRule,
     ExtractionRule,
     RoleRules,
+    When,
     load_user_rules,
     plan_rules,
 )
@@ -80,12 +82,30 @@ def extract(
     plan = plan_rules(tuple(rules))
     sink = FindingSink(redact)
     tools = ToolOutcomes(plan.tool_calls, plan.tool_errors, sink)
+    # The arc around the user's words: a prompt right after a declined or interrupted tool use
+    # is a correction; a short reply is read with what the agent had just said.
+    refused = False
+    said_last = ""
     for message in messages:
         if message.injected:
+            refused = refused or (message.role == "user" and is_interruption(message.text))
             continue
         origin = Origin(message.agent, message.session_id, message.offset)
-        if role := plan.prose.get(message.role):
-            _prose_findings(message, role, origin, sink)
+        role = plan.prose.get(message.role)
+        if role is not None and message.text:
+            when: When = "correction" if refused and message.role == "user" else "any"
+            _prose_findings(message.text, message.files, role, origin, sink, when, said_last)
+            if message.role == "user":
+                refused = False
+            else:
+                said_last = message.text
+        for result in message.tool_results:
+            words = user_words(result.text)
+            if words is not None and (user := plan.prose.get("user")) is not None:
+                when = "correction" if is_declined(result.text) else "answer"
+                _prose_findings(words, (), user, origin, sink, when, "")
+            elif result.is_error and is_declined(result.text):
+                refused = True
         if message.tool_calls or message.tool_results:
             tools.observe(message.tool_calls, message.tool_results, origin)
     tools.finish()
@@ -121,22 +141,34 @@ def sentences(line: str) -> list[str]:
     return [piece for piece in map(str.strip, _SENTENCE_END.split(line)) if piece]
 
 
+REPLY_CHARS = 80  # a user's reply shorter than this is read with the agent's last words
+_CONTEXT_CHARS = 240
+
+
 def _prose_findings(
-    message: MessageLike, role: RoleRules, origin: Origin, sink: FindingSink
+    text: str,
+    files: Sequence[str],
+    role: RoleRules,
+    origin: Origin,
+    sink: FindingSink,
+    when: When = "any",
+    said_last: str = "",
 ) -> None:
-    if not role.rules or not message.text:
+    if not role.rules or not text:
         return
-    prose = _prose(message.text)
+    prose = _prose(text)
     lowered = prose.lower()
     # One pass of fast substring tests per keyword, then only rules and lines that can match.
     present = {k for k in role.keywords if k in lowered}
-    live = [rx for rx in role.rules if rx.live(present)]
-    if not live or _whole_message(live, prose, message.files, origin, sink):
+    live = [rx for rx in role.rules if rx.rule.when in ("any", when) and rx.live(present)]
+    context = _reply_context(prose, said_last)
+    if not live or _whole_message(live, prose, files, origin, sink, context):
         return
     per_sentence = [rx for rx in live if rx.rule.unit == "sentence"]
     if not per_sentence:
         return
     every_line = any(not rx.keywords for rx in per_sentence)
+    whole = " ".join(prose.split())
     # lower() never adds or removes a line break, so the two line lists stay aligned.
     for line, line_lowered in zip(prose.splitlines(), lowered.splitlines(), strict=False):
         if not (every_line or any(k in line_lowered for k in present)):
@@ -146,22 +178,51 @@ def _prose_findings(
             if sentence.endswith("?") or sentence.count(" ") < MIN_SENTENCE_WORDS - 1:
                 continue
             low = sentence.lower()
+            # A guess is not a fact: hedged sentences never stand alone (issue 19).
+            if _HEDGE.search(low):
+                continue
             here = {k for k in present if k in low}
             for rx in per_sentence:
                 if rx.live(here) and (match := rx.regex.search(sentence)):
-                    sink.add(rx.rule, rx.render(match, sentence), origin, message.files)
+                    found = rx.render(match, sentence, whole)
+                    if rx.rule.user_intent:
+                        found += context
+                    sink.add(rx.rule, found, origin, files)
+
+
+# Hedges and thinking aloud: "is likely", "might be", "I think", "let me check".
+_HEDGE = re.compile(
+    r"\b(?:(?:is|are|was|'s)\s+(?:likely|probably)|might\s+be|may\s+be|i\s+think|perhaps"
+    r"|seems?\s+(?:to|like)|(?:it|this|that)\s+looks\s+like|i\s+suspect|not\s+sure|maybe"
+    r"|let\s+me\s+(?:check|try|look|see|verify|find|test|run|fix|update|read))\b"
+)
+
+
+def _reply_context(prose: str, said_last: str) -> str:
+    """A short reply ("ok, let's do that") says little alone: the start of what the agent said
+    just before it, appended to what the user decided."""
+    if len(prose.strip()) >= REPLY_CHARS or not said_last.strip():
+        return ""
+    before = " ".join(_prose(said_last).split())
+    return f" (in reply to: {truncate(before, _CONTEXT_CHARS)})"
 
 
 def _whole_message(
-    live: list[CompiledRule], prose: str, files: Sequence[str], origin: Origin, sink: FindingSink
+    live: list[CompiledRule],
+    prose: str,
+    files: Sequence[str],
+    origin: Origin,
+    sink: FindingSink,
+    context: str = "",
 ) -> bool:
-    """Message-unit rules; True when the user asked to remember this prompt.
-
-    An explicit remember is the user's own wording of the prompt, so sentence rules would only
-    add fragments of it."""
+    """Message-unit rules; True when a user-intent rule took the whole message (an explicit
+    remember, a correction, an answer): sentence rules would only add fragments of it."""
     for rx in live:
         if rx.rule.unit == "message" and (match := rx.regex.search(prose)):
-            added = sink.add(rx.rule, rx.render(match, prose), origin, files)
+            found = rx.render(match, prose)
+            if rx.rule.user_intent and rx.rule.when != "any":
+                found += context
+            added = sink.add(rx.rule, found, origin, files)
             if added and rx.rule.user_intent:
                 return True
     return False
