@@ -31,7 +31,8 @@ def build_episode(
     redact: Callable[[str], str],
 ) -> Episode:
     """What the session set out to do (its first prompt), what was decided, which files it
-    touched, how it ended (the last assistant words), and its counts. Text is redacted."""
+    touched, how it ended (the last assistant words), and its counts. Text and file paths go
+    through ``redact`` (secrets out, paths relative to the project)."""
     spoken = [m for m in messages if not m.injected]
     prompts = [m for m in spoken if m.role == "user" and m.text.strip()]
     replies = [m for m in spoken if m.role == "assistant" and m.text.strip()]
@@ -49,7 +50,7 @@ def build_episode(
         goal=goal,
         decisions=tuple(decisions),
         outcome=redact(_first_line(replies[-1].text, OUTCOME_CHARS)) if replies else "",
-        files=tuple(list(files)[:MAX_FILES]),
+        files=tuple(dict.fromkeys(redact(f) for f in list(files)[:MAX_FILES])),
         turns=len(prompts),
         tool_calls=sum(len(m.tool_calls) for m in spoken),
         errors=sum(1 for m in spoken for r in m.tool_results if r.is_error),

@@ -73,14 +73,16 @@ def extract(
     rules: Sequence[ExtractionRule] = DEFAULT_RULES,
     *,
     redact: Callable[[str], str] | None = None,
+    paths: Callable[[str], str] | None = None,
 ) -> list[SessionFinding]:
     """Findings of ``messages`` in transcript order, one per fingerprint (the most important).
 
     Injected messages (our own hook output, injected system context) are skipped. ``redact``,
     when given, runs on every content before it is fingerprinted, so a secret never reaches a
-    finding and the fingerprint is that of the text that will be stored."""
+    finding and the fingerprint is that of the text that will be stored. ``paths`` rewrites the
+    paths of every content and file list (relative to the project root, no home folder)."""
     plan = plan_rules(tuple(rules))
-    sink = FindingSink(redact)
+    sink = FindingSink(redact, paths)
     tools = ToolOutcomes(plan.tool_calls, plan.tool_errors, sink)
     # The arc around the user's words: a prompt right after a declined or interrupted tool use
     # is a correction; a short reply is read with what the agent had just said.

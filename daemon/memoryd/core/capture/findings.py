@@ -96,8 +96,11 @@ def _mentioned(files: Sequence[str], text: str) -> tuple[str, ...]:
 class FindingSink:
     """Keeps one finding per fingerprint: the most important, the earliest among equals."""
 
-    def __init__(self, redact: Callable[[str], str] | None) -> None:
+    def __init__(
+        self, redact: Callable[[str], str] | None, paths: Callable[[str], str] | None = None
+    ) -> None:
         self._redact = redact
+        self._paths = paths
         self._best: dict[str, tuple[tuple[float, bool, bool], int, SessionFinding]] = {}
         self._seq = 0
         # The same text recurs within a session (todo lists are re-sent whole); hash it once.
@@ -115,6 +118,9 @@ class FindingSink:
     ) -> bool:
         # Only the start of a text can fit in a finding; cutting first keeps huge prompts cheap.
         content = tidy(text[:_RAW_LIMIT])
+        if self._paths is not None and content:
+            content = self._paths(content)
+            files = [self._paths(f) for f in files]
         if self._redact is not None and content:
             content = tidy(self._redact(content))
         content = truncate(content)
