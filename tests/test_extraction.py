@@ -837,3 +837,73 @@ def test_hedged_sentences_never_stand_alone() -> None:
         )
         == []
     )
+
+
+# --------------------------------------------------------------------------- errors as an arc
+
+
+def test_a_confirmed_diagnosis_replaces_the_guesses_before_it() -> None:
+    found = extract(
+        _session(
+            run("uv tool install ."),
+            outcome(
+                "uv tool install .",
+                error=True,
+                output="Exit code 1\n  × Failed to build\nValueError: Unable to determine which"
+                " files to ship inside the wheel",
+            ),
+            assistant("The issue is likely that the README is missing from the sdist."),
+            assistant(
+                "I see the issue - Hatchling needs to be told explicitly which file to include."
+                " Let me add the necessary configuration:"
+            ),
+            edit(
+                "pyproject.toml",
+                "e1",
+                old_string="[project.scripts]",
+                new_string="[project.scripts]\n[tool.hatch.build.targets.wheel]\nx = 1",
+            ),
+            user(tool_results=(Result("e1", False, "ok"),)),
+            run("uv tool install ."),
+            outcome("uv tool install .", error=False, output="Installed 1 executable"),
+        )
+    )
+    assert {f.category for f in found} == {"error", "file_change"}  # no guess among them
+    (error,) = [f for f in found if f.category == "error"]
+    assert error.content == (
+        "`uv tool install .` failed: ValueError: Unable to determine which files to ship inside"
+        " the wheel. Cause: I see the issue - Hatchling needs to be told explicitly which file to"
+        " include. — fixed by editing pyproject.toml (`[tool.hatch.build.targets.wheel]`), then"
+        " `uv tool install .` succeeded."
+    )
+    assert "likely" not in error.content
+
+
+def test_the_same_failure_twice_is_one_finding_with_the_fix_that_held() -> None:
+    failure = "error[call-non-callable]: Object of type `Skipped` is not callable"
+    found = extract(
+        _session(
+            run("uv run ty check"),
+            outcome("uv run ty check", error=True, output=failure),
+            edit("test/test_cache.py", "e1", old_string="a", new_string="import pytest"),
+            user(tool_results=(Result("e1", False, "ok"),)),
+            run("uv run ty check"),
+            outcome("uv run ty check", error=True, output=failure),
+            edit(
+                "test/test_cache.py", "e2", old_string="b", new_string="x()  # type: ignore[misc]"
+            ),
+            user(tool_results=(Result("e2", False, "ok"),)),
+            run("uv run ty check"),
+            outcome("uv run ty check", error=False, output="All checks passed!"),
+        )
+    )
+    (error,) = [f for f in found if f.category == "error"]
+    assert error.resolved_error and "# type: ignore[misc]" in error.content
+
+
+def test_a_linters_rule_line_says_more_than_its_error_count() -> None:
+    output = (
+        "Exit code 1\nSIM115 Use a context manager for opening files\n"
+        "   --> deep_manifest/deep_manifest.py:191:25\nFound 1 error."
+    )
+    assert error_detail(output) == "SIM115 Use a context manager for opening files"

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import msgspec
 
 from memoryd.core.capture.findings import FindingSink, Origin, SessionFinding, truncate
-from memoryd.core.capture.harness import is_declined, is_interruption, user_words
+from memoryd.core.capture.harness import HEDGE, is_declined, is_interruption, user_words
 from memoryd.core.capture.rules import (
     DEFAULT_RULES,
     CompiledRule,
@@ -101,6 +101,7 @@ def extract(
                 refused = False
             else:
                 said_last = message.text
+                tools.note_prose(message.text)
         for result in message.tool_results:
             words = user_words(result.text)
             if words is not None and (user := plan.prose.get("user")) is not None:
@@ -181,7 +182,7 @@ def _prose_findings(
                 continue
             low = sentence.lower()
             # A guess is not a fact: hedged sentences never stand alone (issue 19).
-            if _HEDGE.search(low):
+            if HEDGE.search(low):
                 continue
             here = {k for k in present if k in low}
             for rx in per_sentence:
@@ -190,14 +191,6 @@ def _prose_findings(
                     if rx.rule.user_intent:
                         found += context
                     sink.add(rx.rule, found, origin, files)
-
-
-# Hedges and thinking aloud: "is likely", "might be", "I think", "let me check".
-_HEDGE = re.compile(
-    r"\b(?:(?:is|are|was|'s)\s+(?:likely|probably)|might\s+be|may\s+be|i\s+think|perhaps"
-    r"|seems?\s+(?:to|like)|(?:it|this|that)\s+looks\s+like|i\s+suspect|not\s+sure|maybe"
-    r"|let\s+me\s+(?:check|try|look|see|verify|find|test|run|fix|update|read))\b"
-)
 
 
 def _reply_context(prose: str, said_last: str) -> str:

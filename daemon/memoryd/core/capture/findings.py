@@ -115,7 +115,10 @@ class FindingSink:
         *,
         resolved: bool = False,
         importance: float | None = None,
+        key: str | None = None,
     ) -> bool:
+        """Keep ``text`` as a finding unless one of the same fingerprint, or of the same ``key``
+        (one fact in other words: the same failure, fixed or not), ranks higher."""
         # Only the start of a text can fit in a finding; cutting first keeps huge prompts cheap.
         content = tidy(text[:_RAW_LIMIT])
         if self._paths is not None and content:
@@ -147,9 +150,11 @@ class FindingSink:
         )
         rank = (finding.importance, finding.user_intent, resolved)
         self._seq += 1
-        current = self._best.get(fp)
-        if current is None or rank > current[0]:
-            self._best[fp] = (rank, self._seq, finding)
+        slot = fp if key is None else f"key\x1f{key}"
+        current = self._best.get(slot)
+        # One fact in other words: the latest wording wins a tie (a later fix is the one that held).
+        if current is None or rank > current[0] or (key is not None and rank == current[0]):
+            self._best[slot] = (rank, self._seq, finding)
         return True
 
     def findings(self) -> list[SessionFinding]:

@@ -26,11 +26,24 @@ _REASON = re.compile(r"(?is)the user provided the following reason for the rejec
 _ANSWERS = re.compile(r"(?is)^\s*user has answered your questions?:\s*(.+?)(?:\.\s*you can now|$)")
 _ANSWER = re.compile(r'"((?:[^"\\]|\\.)+)"\s*=\s*"((?:[^"\\]|\\.)*)"')
 _INTERRUPTED = "[Request interrupted by user"
+# The harness's own files (plans, settings, memory) are not the project's code.
+_HARNESS_DIRS = re.compile(r"(?:^|/)\.(?:claude|codex|gemini)/")
+# Hedges and thinking aloud: "is likely", "might be", "I think", "let me check".
+HEDGE = re.compile(
+    r"(?i)\b(?:(?:is|are|was|'s)\s+(?:likely|probably)|might\s+be|may\s+be|i\s+think|perhaps"
+    r"|seems?\s+(?:to|like)|(?:it|this|that)\s+looks\s+like|i\s+suspect|not\s+sure|maybe"
+    r"|let\s+me\s+(?:check|try|look|see|verify|find|test|run|fix|update|read))\b"
+)
 
 
 def is_harness_error(text: str) -> bool:
     """Whether an error result is the harness's own refusal rather than the project's failure."""
     return _HARNESS.search(text[:2000]) is not None
+
+
+def is_harness_file(path: str) -> bool:
+    """Whether ``path`` is one of the harness's own files (a saved plan, its settings)."""
+    return _HARNESS_DIRS.search(path) is not None
 
 
 def is_declined(text: str) -> bool:
