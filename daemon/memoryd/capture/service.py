@@ -442,7 +442,13 @@ class CaptureService:
 
     def live_sessions(self, project: ProjectMemory) -> list[str]:
         root = str(project.root)
-        return [live.session_id for live in self._live.values() if live.project_root == root]
+        # A finalized session stays in memory until idle (to resume its cursor), but it is over:
+        # its findings were promoted or not, and must not fill the next session's bridge tier.
+        return [
+            live.session_id
+            for live in self._live.values()
+            if live.project_root == root and not live.finalized
+        ]
 
     def _retire(self, live: LiveSession) -> None:
         """Keep the parse counts of a session that leaves memory."""
