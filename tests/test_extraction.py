@@ -907,3 +907,39 @@ def test_a_linters_rule_line_says_more_than_its_error_count() -> None:
         "   --> deep_manifest/deep_manifest.py:191:25\nFound 1 error."
     )
     assert error_detail(output) == "SIM115 Use a context manager for opening files"
+
+
+def test_a_command_that_passes_after_a_setup_step_resolves_its_failure() -> None:
+    found = extract(
+        _session(
+            run("pytest"),
+            outcome(
+                "pytest",
+                error=True,
+                output="Exit code 127\n/bin/bash: line 1: pytest: command not found",
+            ),
+            assistant("Need to activate the virtual environment."),
+            run("(source .venv/bin/activate && pytest)"),
+            outcome("(source .venv/bin/activate && pytest)", error=False, output="40 passed"),
+            run("cd /tmp && tool"),
+            outcome("cd /tmp && tool", error=True, output="No PR found"),
+            run("cd /tmp && tool --help"),  # another use of the tool, not the same command
+            outcome("cd /tmp && tool --help", error=False, output="usage"),
+        )
+    )
+    venv, other = [f for f in found if f.category == "error"]
+    assert venv.resolved_error and venv.content == (
+        "`pytest` failed: /bin/bash: line 1: pytest: command not found. Cause: Need to activate"
+        " the virtual environment. — then `(source .venv/bin/activate && pytest)` succeeded."
+    )
+    assert not other.resolved_error
+
+
+def test_a_users_limitation_is_a_warning() -> None:
+    said = "Let's serve it on localhost (as I believe running off file:// has some limitations)"
+    (finding,) = extract([user(said)])
+    assert (finding.rule_id, finding.category, finding.user_intent) == (
+        "user.limitation",
+        "warning",
+        True,
+    )

@@ -338,8 +338,9 @@ DEFAULT_RULES: tuple[ExtractionRule, ...] = (
     _rule(
         "user.limitation", "warning", ["user"],
         r"\b(?:is|are)\s+not\s+supported\b|\bnot\s+supported\s+(?:by|in|on)\b"
-        r"|\b(?:doesn't|does\s+not|won't|will\s+not)\s+work\s+(?:in|on|with)\b",
-        0.8, 0.8, ["supported", "work"], template="{message}", user_intent=True,
+        r"|\b(?:doesn't|does\s+not|won't|will\s+not)\s+work\s+(?:in|on|with)\b"
+        r"|\b(?:has|have)\s+(?:some\s+|known\s+|its\s+)?limitations\b",
+        0.8, 0.8, ["supported", "work", "limitations"], template="{message}", user_intent=True,
     ),
     _rule(
         "user.correction", "preference", ["user"], r"\w+\s+\w+", 0.9, 0.8,

@@ -3,9 +3,10 @@
 An error result stays open until one of these, later in the same extraction:
 
 - a successful call with the same key (the same shell command, or the same tool on the same
-  file): resolved, and the files edited in between are named as the fix, each with the first
-  line the edit added; the agent's last plain (unhedged) explanation before the first edit is
-  kept as the cause, confirmed by the passing run;
+  file), or the same command run after a setup step: resolved, and the files edited in between
+  are named as the fix, each with the first line the edit added; the agent's last plain
+  (unhedged) explanation before the first edit is kept as the cause, confirmed by the passing
+  run;
 - a successful edit of a file the error involves (a file of the failing call, or a file whose name
   appears in the error text): remembered as a fix, which counts at the end unless the same key
   failed again after it (the edit did not help).
@@ -224,7 +225,7 @@ class ToolOutcomes:
     def _resolve_same_key(self, call: _Call) -> None:
         still_open: list[_OpenError] = []
         for error in self._open:
-            if error.call is None or error.call is call or error.call.key != call.key:
+            if error.call is None or error.call is call or not _same_or_prepared(error.call, call):
                 still_open.append(error)
                 continue
             then = f"then {_subject(call)} succeeded"
@@ -353,6 +354,17 @@ def _cause(text: str) -> str | None:
                 return None
             return truncate(sentence.rstrip(":"), _CAUSE_CHARS)
     return None
+
+
+def _same_or_prepared(failed: _Call, ok: _Call) -> bool:
+    """Whether ``ok`` runs what ``failed`` ran: the same call, or the same command after a setup
+    step ("pytest" failing, then "source .venv/bin/activate && pytest -x" passing)."""
+    if failed.key == ok.key:
+        return True
+    if failed.command is None or ok.command is None:
+        return False
+    after_setup = rf"(?:&&|;|\(|\|\|)\s*{re.escape(failed.command)}(?![\w./-])"
+    return re.search(after_setup, ok.command) is not None
 
 
 def _same_path(a: str, b: str) -> bool:
