@@ -188,10 +188,17 @@ def test_remember_edge_cases() -> None:
     assert not any(f.user_intent for f in echoed)  # only the user can ask
 
 
-def test_conventions_architecture_and_discoveries() -> None:
+def test_conventions_architecture_and_confirmed_discoveries() -> None:
+    # The discoveries are confirmed: an edit follows them, then a passing run (issue 19).
+    confirmed = (
+        edit("src/cursor.py", "e1"),
+        user(tool_results=(Result("e1", False, "ok"),)),
+        run("pytest -q"),
+        outcome("pytest -q", error=False, output="3 passed"),
+    )
     found = rule_ids(
         extract(
-            [
+            _session(
                 assistant(
                     "By convention, every handler module is named after its request type.\n"
                     "Test files are always named test_<module>.py here.\n"
@@ -199,10 +206,12 @@ def test_conventions_architecture_and_discoveries() -> None:
                     "Turns out the watcher fires twice for every atomic rename.\n"
                     "The root cause was a stale inode in the cursor table.\n"
                     "I found that the index is rebuilt on every start."
-                )
-            ]
+                ),
+                *confirmed,
+            )
         )
     )
+    found = {text: rule for text, rule in found.items() if not rule.startswith("file_change")}
     assert found == {
         "By convention, every handler module is named after its request type.": (
             "pattern.convention"
@@ -943,3 +952,21 @@ def test_a_users_limitation_is_a_warning() -> None:
         "warning",
         True,
     )
+
+
+def test_a_diagnosis_stands_only_when_confirmed_and_the_last_guess_wins() -> None:
+    wrong = "The issue is the route cache in the tokenizer page."
+    right = "The root cause was the URL in angle brackets, which MDX parses as a tag."
+    (unconfirmed,) = extract([assistant(wrong)])
+    assert unconfirmed.importance < 0.7  # no edit and passing run after it: never "high"
+    found = extract(
+        _session(
+            assistant(wrong),
+            assistant(right),
+            edit("docs/page.mdx", "e1"),
+            user(tool_results=(Result("e1", False, "ok"),)),
+            run("npm run build"),
+            outcome("npm run build", error=False, output="built"),
+        )
+    )
+    assert [f.content for f in found if f.category == "discovery"] == [right]

@@ -112,7 +112,36 @@ def extract(
         if message.tool_calls or message.tool_results:
             tools.observe(message.tool_calls, message.tool_results, origin)
     tools.finish()
+    sink.revise(_judge_diagnoses(sink.findings(), tools.edits_at, tools.passes_at))
     return sink.findings()
+
+
+UNCONFIRMED_FACTOR = 0.7
+
+
+def _judge_diagnoses(
+    found: Sequence[SessionFinding], edits_at: Sequence[int], passes_at: Sequence[int]
+) -> Callable[[SessionFinding], SessionFinding | None]:
+    """A diagnosis the agent states is confirmed by an edit after it, then a passing command.
+    Of several diagnoses before the same edit only the last stands (the earlier ones were the
+    guesses it replaced); one never confirmed is kept at reduced importance, never "high"."""
+    said = sorted(f.offset for f in found if f.rule_id in _DIAGNOSES)
+
+    def judge(finding: SessionFinding) -> SessionFinding | None:
+        if finding.rule_id not in _DIAGNOSES:
+            return finding
+        edit = next((e for e in edits_at if e > finding.offset), None)
+        if edit is not None and any(finding.offset < other < edit for other in said):
+            return None
+        if edit is not None and any(p > edit for p in passes_at):
+            return finding
+        lowered = round(finding.importance * UNCONFIRMED_FACTOR, 6)
+        return msgspec.structs.replace(finding, importance=lowered)
+
+    return judge
+
+
+_DIAGNOSES = frozenset({"discovery.root_cause", "discovery.found"})
 
 
 # --------------------------------------------------------------------------- prose

@@ -157,6 +157,12 @@ class FindingSink:
             self._best[slot] = (rank, self._seq, finding)
         return True
 
+    def revise(self, judge: Callable[[SessionFinding], SessionFinding | None]) -> None:
+        """Replace each finding by what ``judge`` makes of it, or drop it on None: a judgement
+        that needs the whole session."""
+        revised = ((slot, rank, seq, judge(f)) for slot, (rank, seq, f) in self._best.items())
+        self._best = {slot: (rank, seq, f) for slot, rank, seq, f in revised if f is not None}
+
     def findings(self) -> list[SessionFinding]:
         ordered = sorted(self._best.values(), key=lambda kept: (kept[2].offset, kept[1]))
         return [finding for _rank, _seq, finding in ordered]

@@ -134,6 +134,9 @@ class ToolOutcomes:
         self._anonymous: deque[_Call] = deque()
         self._edit_calls: list[_Call] = []
         self._open: list[_OpenError] = []
+        # Offsets of successful edits and of successful shell commands: what confirms a diagnosis.
+        self.edits_at: list[int] = []
+        self.passes_at: list[int] = []
 
     def observe(
         self, calls: Sequence[ToolCallLike], results: Sequence[ToolResultLike], origin: Origin
@@ -200,6 +203,9 @@ class ToolOutcomes:
             self._resolve_same_key(call)
             if call.edit_rules:
                 self._note_fix(call)
+                self.edits_at.append(origin.offset)
+            elif call.command is not None:
+                self.passes_at.append(origin.offset)
 
     def _on_error(self, text: str, call: _Call | None, origin: Origin) -> None:
         if call is not None:
