@@ -970,3 +970,13 @@ def test_a_diagnosis_stands_only_when_confirmed_and_the_last_guess_wins() -> Non
         )
     )
     assert [f.content for f in found if f.category == "discovery"] == [right]
+
+
+def test_a_users_request_with_an_object_is_kept_a_bare_one_is_not() -> None:
+    said = (
+        'The above "status report" is very interesting and good to keep as milestone information.'
+        " Please create an empty commit with that content."
+    )
+    (finding,) = extract([user(said)])
+    assert (finding.rule_id, finding.content, finding.user_intent) == ("user.request", said, True)
+    assert extract([user("please fix these")]) == []

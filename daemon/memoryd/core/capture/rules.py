@@ -342,6 +342,13 @@ DEFAULT_RULES: tuple[ExtractionRule, ...] = (
         r"|\b(?:has|have)\s+(?:some\s+|known\s+|its\s+)?limitations\b",
         0.8, 0.8, ["supported", "work", "limitations"], template="{message}", user_intent=True,
     ),
+    # An imperative with an object ("please create an empty commit with that content"), not a
+    # bare "please fix these": at least five words after "please".
+    _rule(
+        "user.request", "decision", ["user"],
+        r"^(?:(?:ok|okay|so|and|also|now|then)[,.]?\s+)*please\s+[a-z]+\b(?:\W+\w+){4,}",
+        0.7, 0.7, ["please"], template="{message}", user_intent=True,
+    ),
     _rule(
         "user.correction", "preference", ["user"], r"\w+\s+\w+", 0.9, 0.8,
         unit="message", when="correction", user_intent=True,
