@@ -222,12 +222,16 @@ def _prose_findings(
                     sink.add(rx.rule, found, origin, files)
 
 
+# Headings, bold, check marks and link targets: layout of the agent's reply, not its words.
+_MARKDOWN = re.compile(r"^#{1,6}\s+|#{2,6}\s|\*\*|[✅❌✓]|\]\([^)\s]*\)|\[", re.MULTILINE)
+
+
 def _reply_context(prose: str, said_last: str) -> str:
     """A short reply ("ok, let's do that") says little alone: the start of what the agent said
     just before it, appended to what the user decided."""
     if len(prose.strip()) >= REPLY_CHARS or not said_last.strip():
         return ""
-    before = " ".join(_prose(said_last).split())
+    before = " ".join(_MARKDOWN.sub(" ", _prose(said_last)).split())
     return f" (in reply to: {truncate(before, _CONTEXT_CHARS)})"
 
 
