@@ -761,7 +761,7 @@ def test_a_declined_tool_use_with_a_reason_is_the_users_correction() -> None:
     (finding,) = found
     assert (finding.rule_id, finding.content, finding.category) == (
         "user.correction",
-        "use pnpm",
+        "use pnpm (declined: `npm install`)",
         "preference",
     )
     assert finding.user_intent

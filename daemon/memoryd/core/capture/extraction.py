@@ -105,8 +105,10 @@ def extract(
         for result in message.tool_results:
             words = user_words(result.text)
             if words is not None and (user := plan.prose.get("user")) is not None:
-                when = "correction" if is_declined(result.text) else "answer"
-                _prose_findings(words, (), user, origin, sink, when, "")
+                declined = is_declined(result.text)
+                subject = tools.declined_subject(result) if declined else None
+                when = "correction" if declined else "answer"
+                _prose_findings(words, (), user, origin, sink, when, "", subject)
             elif result.is_error and is_declined(result.text):
                 refused = True
         if message.tool_calls or message.tool_results:
@@ -185,6 +187,7 @@ def _prose_findings(
     sink: FindingSink,
     when: When = "any",
     said_last: str = "",
+    declined: str | None = None,
 ) -> None:
     if not role.rules or not text:
         return
@@ -193,7 +196,8 @@ def _prose_findings(
     # One pass of fast substring tests per keyword, then only rules and lines that can match.
     present = {k for k in role.keywords if k in lowered}
     live = [rx for rx in role.rules if rx.rule.when in ("any", when) and rx.live(present)]
-    context = _reply_context(prose, said_last)
+    # A reason given when declining names the alternative; what was declined is the rest of it.
+    context = f" (declined: {declined})" if declined else _reply_context(prose, said_last)
     if not live or _whole_message(live, prose, files, origin, sink, context):
         return
     per_sentence = [rx for rx in live if rx.rule.unit == "sentence"]

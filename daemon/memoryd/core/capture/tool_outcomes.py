@@ -184,6 +184,14 @@ class ToolOutcomes:
         else:
             self._anonymous.append(record)
 
+    def declined_subject(self, result: ToolResultLike) -> str | None:
+        """What the user declined, for a result about to be observed: the command or the file
+        tool's target, or None when the call is unknown or names neither."""
+        call = self._by_id.get(result.call_id) if result.call_id is not None else None
+        if call is None or (call.command is None and not call.files):
+            return None
+        return _subject(call)
+
     def _paired(self, result: ToolResultLike) -> _Call | None:
         if result.call_id is not None and result.call_id in self._by_id:
             return self._by_id.pop(result.call_id)
