@@ -271,3 +271,30 @@ def test_agent_installed_after_the_daemon_started_is_captured(env: Env) -> None:
         until(lambda: _found(env, "pricing currency", "currency conversion"), "watched")
     finally:
         daemon.stop()
+
+
+def test_a_finalized_session_leaves_its_candidates_not_its_raw_findings(
+    env: Env, daemon: Daemon
+) -> None:
+    """Issue 19: after the session ends, the next SessionStart gets the candidates promotion let
+    in (marked as candidates) and the episode; the finished session is no longer live, so its
+    raw findings no longer fill the session tier. A query that matches nothing gets nothing."""
+    path = _transcript(env)
+    _append(path, [_record(env, role, text, n) for n, (role, text) in enumerate(CONVERSATION)])
+    until(lambda: _found(env, "pricing currency", "currency conversion"), "the findings")
+    assert _session_end(env, path).finalized is True
+    (candidate,) = [
+        e
+        for e in ok_json(env, "list", "--status", "candidate")["entries"]
+        if "make lint" in e["content"]
+    ]
+    start = ok_json(env, "inject", "--format", "claude")
+    assert candidate["id"] in start["entries"]
+    assert (
+        f'<entry id="{candidate["id"][:8]}" category="{candidate["category"]}" status="candidate">'
+        in (start["text"])
+    )
+    assert "<session>" not in start["text"]  # the finished session's findings are not live
+    assert start["tokens"]["tiers"]["session"] == 0
+    unrelated = ok_json(env, "inject", "--query", "MDX build fails on URLs in angle brackets")
+    assert unrelated["entries"] == []

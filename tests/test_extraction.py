@@ -188,10 +188,17 @@ def test_remember_edge_cases() -> None:
     assert not any(f.user_intent for f in echoed)  # only the user can ask
 
 
-def test_conventions_architecture_and_discoveries() -> None:
+def test_conventions_architecture_and_confirmed_discoveries() -> None:
+    # The discoveries are confirmed: an edit follows them, then a passing run (issue 19).
+    confirmed = (
+        edit("src/cursor.py", "e1"),
+        user(tool_results=(Result("e1", False, "ok"),)),
+        run("pytest -q"),
+        outcome("pytest -q", error=False, output="3 passed"),
+    )
     found = rule_ids(
         extract(
-            [
+            _session(
                 assistant(
                     "By convention, every handler module is named after its request type.\n"
                     "Test files are always named test_<module>.py here.\n"
@@ -199,10 +206,12 @@ def test_conventions_architecture_and_discoveries() -> None:
                     "Turns out the watcher fires twice for every atomic rename.\n"
                     "The root cause was a stale inode in the cursor table.\n"
                     "I found that the index is rebuilt on every start."
-                )
-            ]
+                ),
+                *confirmed,
+            )
         )
     )
+    found = {text: rule for text, rule in found.items() if not rule.startswith("file_change")}
     assert found == {
         "By convention, every handler module is named after its request type.": (
             "pattern.convention"
@@ -339,7 +348,7 @@ def test_an_edit_followed_by_the_same_failure_is_not_a_fix() -> None:
     assert not error.resolved_error
 
 
-def test_failed_edit_resolved_by_a_later_edit_of_the_same_file() -> None:
+def test_a_failed_edit_is_tool_mechanics_not_a_finding() -> None:
     found = extract(
         _session(
             edit("src/x.py", "e1"),
@@ -350,8 +359,38 @@ def test_failed_edit_resolved_by_a_later_edit_of_the_same_file() -> None:
             user(tool_results=(Result("e2", False, "ok"),)),
         )
     )
-    error = only(found, "error.tool_failure")
-    assert error.resolved_error and error.content.startswith("Edit on src/x.py failed:")
+    assert not [f for f in found if f.category == "error"]
+
+
+# Real lines of the Claude Code samples (shared/samples/claude/): the harness's refusals.
+HARNESS_ERRORS = [
+    "<tool_use_error>File has not been read yet. Read it first before writing to it."
+    "</tool_use_error>",
+    "<tool_use_error>String to replace not found in file.\nString: **Audio Routing**: Web Audio"
+    " API nodes chained together:</tool_use_error>",
+    "<tool_use_error>Error: No such tool available: AskUserQuestion</tool_use_error>",
+    "Shell dce0af is not running, so cannot be killed (status: killed)",
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it"
+    " was a file edit, the new_string was NOT written to the file). STOP what you are doing and"
+    " wait for the user to tell you how to proceed.",
+    "The user doesn't want to take this action right now. STOP what you are doing and wait for"
+    " the user to tell you how to proceed.",
+]
+
+
+@pytest.mark.parametrize("output", HARNESS_ERRORS)
+def test_harness_errors_and_declined_tool_uses_never_become_findings(output: str) -> None:
+    for call in (run("npm install"), edit("CLAUDE.md", "c1")):
+        call_id = call.tool_calls[0].id
+        found = extract(
+            _session(
+                call,
+                user(tool_results=(Result(call_id, True, output),)),
+                run("npm install"),
+                outcome("npm install", error=False, output="added 1 package"),
+            )
+        )
+        assert not [f for f in found if f.category == "error"], output
 
 
 def test_results_pair_in_order_when_calls_have_no_id() -> None:
@@ -700,3 +739,244 @@ def test_remembered_text_matches_what_capture_extracts() -> None:
     assert hook_text is not None and len(intent) == 1
     assert fingerprint(hook_text) == intent[0].fingerprint
     assert remembered_text("nothing to keep here", "claude") is None
+
+
+# --------------------------------------------------------------------------- the user's voice
+# Real lines of the Claude Code samples (shared/samples/claude/), shortened.
+
+DECLINED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it"
+    " was a file edit, the new_string was NOT written to the file). STOP what you are doing and"
+    " wait for the user to tell you how to proceed."
+)
+
+
+def test_a_declined_tool_use_with_a_reason_is_the_users_correction() -> None:
+    reason = (
+        "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it"
+        " was a file edit, the new_string was NOT written to the file). The user provided the"
+        " following reason for the rejection:  use pnpm"
+    )
+    found = extract(_session(run("npm install"), outcome("npm install", error=True, output=reason)))
+    (finding,) = found
+    assert (finding.rule_id, finding.content, finding.category) == (
+        "user.correction",
+        "use pnpm (declined: `npm install`)",
+        "preference",
+    )
+    assert finding.user_intent
+
+
+def test_the_users_next_words_after_an_interrupted_tool_use_are_a_correction() -> None:
+    prompt = (
+        "OK, so first commit the changes related to the previous task, adding support for tar,"
+        " then proceed with this new plan (reporting archive errors)."
+    )
+    found = extract(
+        _session(
+            assistant(tool_calls=(Call("ExitPlanMode", {"plan": "…"}, id="p1"),)),
+            user(tool_results=(Result("p1", True, DECLINED),)),
+            user("[Request interrupted by user for tool use]", injected=True),
+            user(prompt),
+            user("Excellent work, thank you!"),  # not a correction: nothing was refused before it
+        )
+    )
+    (finding,) = found
+    assert (finding.rule_id, finding.content) == ("user.correction", prompt)
+    assert finding.user_intent and finding.category == "preference"
+
+
+def test_answers_to_a_question_tool_are_the_users_decision() -> None:
+    answer = (
+        'User has answered your questions: "How should corrupted archives be reported in the'
+        ' manifest?"="Option C: Extra field". You can now continue with the user\'s answers in'
+        " mind."
+    )
+    (finding,) = extract(_session(user(tool_results=(Result("q1", False, answer),))))
+    assert finding.content == (
+        "How should corrupted archives be reported in the manifest? → Option C: Extra field"
+    )
+    assert finding.user_intent and finding.category == "decision"
+
+
+def test_user_directions_constraints_and_limitations_keep_their_whole_message() -> None:
+    said = {
+        "user.constraint": (
+            "I have both Node and Python, but I don't want to make it only work for me or make"
+            " assumptions about people's env. Would there be a cross-platform solution?"
+        ),
+        "user.direction": (
+            "New feature: we support .zip, but I've seen an archive that contains embedded"
+            " tar.gz. We should support those (.tar, .tar.gz) as well."
+        ),
+        "user.limitation": "Oh, I just found out that this is not supported by Chrome :(",
+    }
+    for rule_id, text in said.items():
+        (finding,) = extract([user(text)])
+        assert (finding.rule_id, finding.content) == (rule_id, text)
+        assert finding.user_intent
+    # Asking to explore is not a decision; the agent saying the same is not the user's voice.
+    assert extract([user("As a first step let's figure out the simplest way to serve it.")]) == []
+    assert extract([assistant(said["user.direction"])]) == []
+
+
+def test_a_short_reply_is_kept_with_what_the_agent_had_just_said() -> None:
+    (finding,) = extract(
+        _session(
+            assistant("The most cross-platform approach is a package.json with a dev server."),
+            user("ok, fine, let's do vite"),
+        )
+    )
+    assert finding.content == (
+        "ok, fine, let's do vite (in reply to: The most cross-platform approach is a package.json"
+        " with a dev server.)"
+    )
+
+
+def test_hedged_sentences_never_stand_alone() -> None:
+    assert (
+        extract(
+            [
+                assistant(
+                    "The issue is likely that the route is cached.\n"
+                    "I think the root cause is the tokenizer path.\n"
+                    "It looks like the bug is in the renderer."
+                )
+            ]
+        )
+        == []
+    )
+
+
+# --------------------------------------------------------------------------- errors as an arc
+
+
+def test_a_confirmed_diagnosis_replaces_the_guesses_before_it() -> None:
+    found = extract(
+        _session(
+            run("uv tool install ."),
+            outcome(
+                "uv tool install .",
+                error=True,
+                output="Exit code 1\n  × Failed to build\nValueError: Unable to determine which"
+                " files to ship inside the wheel",
+            ),
+            assistant("The issue is likely that the README is missing from the sdist."),
+            assistant(
+                "I see the issue - Hatchling needs to be told explicitly which file to include."
+                " Let me add the necessary configuration:"
+            ),
+            edit(
+                "pyproject.toml",
+                "e1",
+                old_string="[project.scripts]",
+                new_string="[project.scripts]\n[tool.hatch.build.targets.wheel]\nx = 1",
+            ),
+            user(tool_results=(Result("e1", False, "ok"),)),
+            run("uv tool install ."),
+            outcome("uv tool install .", error=False, output="Installed 1 executable"),
+        )
+    )
+    assert {f.category for f in found} == {"error", "file_change"}  # no guess among them
+    (error,) = [f for f in found if f.category == "error"]
+    assert error.content == (
+        "`uv tool install .` failed: ValueError: Unable to determine which files to ship inside"
+        " the wheel. Cause: I see the issue - Hatchling needs to be told explicitly which file to"
+        " include. — fixed by editing pyproject.toml (`[tool.hatch.build.targets.wheel]`), then"
+        " `uv tool install .` succeeded."
+    )
+    assert "likely" not in error.content
+
+
+def test_the_same_failure_twice_is_one_finding_with_the_fix_that_held() -> None:
+    failure = "error[call-non-callable]: Object of type `Skipped` is not callable"
+    found = extract(
+        _session(
+            run("uv run ty check"),
+            outcome("uv run ty check", error=True, output=failure),
+            edit("test/test_cache.py", "e1", old_string="a", new_string="import pytest"),
+            user(tool_results=(Result("e1", False, "ok"),)),
+            run("uv run ty check"),
+            outcome("uv run ty check", error=True, output=failure),
+            edit(
+                "test/test_cache.py", "e2", old_string="b", new_string="x()  # type: ignore[misc]"
+            ),
+            user(tool_results=(Result("e2", False, "ok"),)),
+            run("uv run ty check"),
+            outcome("uv run ty check", error=False, output="All checks passed!"),
+        )
+    )
+    (error,) = [f for f in found if f.category == "error"]
+    assert error.resolved_error and "# type: ignore[misc]" in error.content
+
+
+def test_a_linters_rule_line_says_more_than_its_error_count() -> None:
+    output = (
+        "Exit code 1\nSIM115 Use a context manager for opening files\n"
+        "   --> deep_manifest/deep_manifest.py:191:25\nFound 1 error."
+    )
+    assert error_detail(output) == "SIM115 Use a context manager for opening files"
+
+
+def test_a_command_that_passes_after_a_setup_step_resolves_its_failure() -> None:
+    found = extract(
+        _session(
+            run("pytest"),
+            outcome(
+                "pytest",
+                error=True,
+                output="Exit code 127\n/bin/bash: line 1: pytest: command not found",
+            ),
+            assistant("Need to activate the virtual environment."),
+            run("(source .venv/bin/activate && pytest)"),
+            outcome("(source .venv/bin/activate && pytest)", error=False, output="40 passed"),
+            run("cd /tmp && tool"),
+            outcome("cd /tmp && tool", error=True, output="No PR found"),
+            run("cd /tmp && tool --help"),  # another use of the tool, not the same command
+            outcome("cd /tmp && tool --help", error=False, output="usage"),
+        )
+    )
+    venv, other = [f for f in found if f.category == "error"]
+    assert venv.resolved_error and venv.content == (
+        "`pytest` failed: /bin/bash: line 1: pytest: command not found. Cause: Need to activate"
+        " the virtual environment. — then `(source .venv/bin/activate && pytest)` succeeded."
+    )
+    assert not other.resolved_error
+
+
+def test_a_users_limitation_is_a_warning() -> None:
+    said = "Let's serve it on localhost (as I believe running off file:// has some limitations)"
+    (finding,) = extract([user(said)])
+    assert (finding.rule_id, finding.category, finding.user_intent) == (
+        "user.limitation",
+        "warning",
+        True,
+    )
+
+
+def test_a_diagnosis_stands_only_when_confirmed_and_the_last_guess_wins() -> None:
+    wrong = "The issue is the route cache in the tokenizer page."
+    right = "The root cause was the URL in angle brackets, which MDX parses as a tag."
+    (unconfirmed,) = extract([assistant(wrong)])
+    assert unconfirmed.importance < 0.7  # no edit and passing run after it: never "high"
+    found = extract(
+        _session(
+            assistant(wrong),
+            assistant(right),
+            edit("docs/page.mdx", "e1"),
+            user(tool_results=(Result("e1", False, "ok"),)),
+            run("npm run build"),
+            outcome("npm run build", error=False, output="built"),
+        )
+    )
+    assert [f.content for f in found if f.category == "discovery"] == [right]
+
+
+def test_a_users_request_with_an_object_is_kept_a_bare_one_is_not() -> None:
+    said = (
+        'The above "status report" is very interesting and good to keep as milestone information.'
+        " Please create an empty commit with that content."
+    )
+    (finding,) = extract([user(said)])
+    assert (finding.rule_id, finding.content, finding.user_intent) == ("user.request", said, True)
+    assert extract([user("please fix these")]) == []

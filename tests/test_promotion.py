@@ -85,6 +85,12 @@ def test_each_signal_alone(signal: str, found: SessionFinding, context: dict[str
     assert decision.points == SIGNAL_POINTS[signal]  # type: ignore[index]
 
 
+def test_a_sub_agent_is_not_a_second_session() -> None:
+    own = finding(session_id="s1")
+    assert "multi-session" not in decide(own, "aggressive", sessions={"s1/agent-a1b2"}).signals
+    assert "multi-session" in decide(own, "aggressive", sessions={"s2/agent-a1b2"}).signals
+
+
 def test_signal_points_are_the_seeds() -> None:
     assert dict(SIGNAL_POINTS) == {
         "user-intent": 5,

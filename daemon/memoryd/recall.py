@@ -22,6 +22,11 @@ from memoryd.project import ProjectMemory
 
 SESSION_FINDINGS = 20
 SUMMARY_EPISODES = 3
+CANDIDATE_SCAN = 200  # candidates looked at for a session start's payload
+CANDIDATE_FLOOR = 0.5  # a candidate penalised below this has not earned its place
+# The relevance floor of a query's payload: an entry shares at least this many of the query's
+# keywords (fewer when the query has fewer), or it is noise however it ranks.
+MIN_SHARED_KEYWORDS = 2
 DEGRADED_TOP_K = 5
 DEGRADED_SCAN = 100
 
@@ -150,9 +155,24 @@ class Recall:
             ranked = self._ranked(
                 project, req.query, scope="active", files=req.files, limit=limit + len(exclude)
             )
-            return [e for e, _ in ranked if isinstance(e, p.Entry) and e.id not in exclude][:limit]
-        # No prompt yet (session start): the most recently updated confirmed entries.
-        return project.recent_confirmed(limit)
+            wanted = retrieval.keywords(req.query)
+            return [
+                e
+                for e, _ in ranked
+                if isinstance(e, p.Entry) and e.id not in exclude and _matches(e, wanted)
+            ][:limit]
+        # No prompt yet (session start): what the project has learnt, confirmed entries first,
+        # then the candidates promotion let in (shown with status="candidate"): a restart must
+        # not leave the next session with nothing but episodes (issue 19).
+        confirmed = project.recent_confirmed(limit)
+        candidates, _total = project.list_entries(
+            category=None, status="candidate", archived=False, limit=CANDIDATE_SCAN, offset=0
+        )
+        earned = sorted(
+            (e for e in candidates if e.importance >= CANDIDATE_FLOOR and e.id not in exclude),
+            key=lambda e: (-e.importance, -e.updated_at),
+        )
+        return [*confirmed, *earned][:limit]
 
     def _attach_conflicts(
         self,
@@ -176,6 +196,18 @@ class Recall:
                         missing.remove(entry_id)
                 marker = conflicts.marker(shown[a], shown[b])
                 items["retrieval"].append(Item(kind="conflict", text=marker))
+
+
+def _matches(entry: p.Entry, wanted: Sequence[str]) -> bool:
+    """Whether ``entry`` clears the relevance floor: shares enough of the query's keywords
+    (a word counts when one starts with the other: "build" and "builds")."""
+    if not wanted:
+        return True
+    words = set(retrieval.keywords(" ".join((entry.content, *entry.tags, *entry.file_paths))))
+    shared = sum(
+        1 for w in wanted if any(x.startswith(w[:5]) or w.startswith(x[:5]) for x in words)
+    )
+    return shared >= min(MIN_SHARED_KEYWORDS, len(wanted))
 
 
 def _episode_item(ep: Episode) -> Item:

@@ -34,7 +34,8 @@ from memoryd.capture.tail import Cursor, read_document, read_new
 from memoryd.core import redaction
 from memoryd.core.capture.extraction import extract
 from memoryd.core.capture.finalization import SessionClose, plan_finalization
-from memoryd.core.capture.findings import SessionFinding, finding_id
+from memoryd.core.capture.findings import SessionFinding, finding_id, session_memory_keeps
+from memoryd.core.capture.paths import ProjectPaths
 from memoryd.core.capture.promotion import Preset
 from memoryd.core.capture.rules import ExtractionRule
 from memoryd.core.capture.transcript import Agent, Message
@@ -106,7 +107,9 @@ class CaptureService:
         default_preset: Preset = "balanced",
         clock: Callable[[], float] = time.time,
         log: Any = None,
+        home: str | None = None,
     ) -> None:
+        self._home = home if home is not None else str(Path.home())
         self.registry = registry
         self._errors = errors
         self._cursor_file = cursor_file
@@ -309,13 +312,23 @@ class CaptureService:
         if project is None or not self._enabled(project):
             return []
         recent = live.messages if window is None else live.messages[-window:]
-        findings = [*self._inherited(live, project), *extract(recent, self._rules, redact=_redact)]
+        paths = self._paths(live)
+        found = extract(recent, self._rules, redact=_redact, paths=paths)
+        findings = [*self._inherited(live, project), *found]
         findings = list({f.id: f for f in findings}.values())  # its own finding wins a tie
-        changed = tuple(f for f in findings if live.recorded.get(f.id) != _key(f))
+        changed = tuple(
+            f
+            for f in findings
+            if live.recorded.get(f.id) != _key(f) and session_memory_keeps(f, final=full)
+        )
         if changed:
             project.commit(FindingsRecorded(self._session_info(live), changed))
             live.recorded.update((f.id, _key(f)) for f in changed)
         return findings
+
+    def _paths(self, live: LiveSession) -> ProjectPaths:
+        """How this session's texts name paths: relative to its project, never the home."""
+        return ProjectPaths(live.project_root, self._home)
 
     def _inherited(self, live: LiveSession, project: ProjectMemory) -> list[SessionFinding]:
         """Copy-on-fork (seed 004 §14): a session forked from another starts with a copy of the
@@ -375,8 +388,12 @@ class CaptureService:
             pinned_fingerprints=project.pinned_fingerprints(),
             not_promotable={f.id for f in findings if not project.promotable(f)},
         )
+        paths = self._paths(live)
         finalized = plan_finalization(
-            close, now=self._clock(), new_id=lambda: uuid.uuid4().hex, redact=_redact
+            close,
+            now=self._clock(),
+            new_id=lambda: uuid.uuid4().hex,
+            redact=lambda t: paths(_redact(t)),
         )
         project.commit(finalized)
         live.finalized = live.closed_before = True
@@ -425,7 +442,13 @@ class CaptureService:
 
     def live_sessions(self, project: ProjectMemory) -> list[str]:
         root = str(project.root)
-        return [live.session_id for live in self._live.values() if live.project_root == root]
+        # A finalized session stays in memory until idle (to resume its cursor), but it is over:
+        # its findings were promoted or not, and must not fill the next session's bridge tier.
+        return [
+            live.session_id
+            for live in self._live.values()
+            if live.project_root == root and not live.finalized
+        ]
 
     def _retire(self, live: LiveSession) -> None:
         """Keep the parse counts of a session that leaves memory."""

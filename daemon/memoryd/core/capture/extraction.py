@@ -18,12 +18,14 @@ from typing import Any, Protocol
 
 import msgspec
 
-from memoryd.core.capture.findings import FindingSink, Origin, SessionFinding
+from memoryd.core.capture.findings import FindingSink, Origin, SessionFinding, truncate
+from memoryd.core.capture.harness import HEDGE, is_declined, is_interruption, user_words
 from memoryd.core.capture.rules import (
     DEFAULT_RULES,
     CompiledRule,
     ExtractionRule,
     RoleRules,
+    When,
     load_user_rules,
     plan_rules,
 )
@@ -71,25 +73,77 @@ def extract(
     rules: Sequence[ExtractionRule] = DEFAULT_RULES,
     *,
     redact: Callable[[str], str] | None = None,
+    paths: Callable[[str], str] | None = None,
 ) -> list[SessionFinding]:
     """Findings of ``messages`` in transcript order, one per fingerprint (the most important).
 
     Injected messages (our own hook output, injected system context) are skipped. ``redact``,
     when given, runs on every content before it is fingerprinted, so a secret never reaches a
-    finding and the fingerprint is that of the text that will be stored."""
+    finding and the fingerprint is that of the text that will be stored. ``paths`` rewrites the
+    paths of every content and file list (relative to the project root, no home folder)."""
     plan = plan_rules(tuple(rules))
-    sink = FindingSink(redact)
+    sink = FindingSink(redact, paths)
     tools = ToolOutcomes(plan.tool_calls, plan.tool_errors, sink)
+    # The arc around the user's words: a prompt right after a declined or interrupted tool use
+    # is a correction; a short reply is read with what the agent had just said.
+    refused = False
+    said_last = ""
     for message in messages:
         if message.injected:
+            refused = refused or (message.role == "user" and is_interruption(message.text))
             continue
         origin = Origin(message.agent, message.session_id, message.offset)
-        if role := plan.prose.get(message.role):
-            _prose_findings(message, role, origin, sink)
+        role = plan.prose.get(message.role)
+        if role is not None and message.text:
+            when: When = "correction" if refused and message.role == "user" else "any"
+            _prose_findings(message.text, message.files, role, origin, sink, when, said_last)
+            if message.role == "user":
+                refused = False
+            else:
+                said_last = message.text
+                tools.note_prose(message.text)
+        for result in message.tool_results:
+            words = user_words(result.text)
+            if words is not None and (user := plan.prose.get("user")) is not None:
+                declined = is_declined(result.text)
+                subject = tools.declined_subject(result) if declined else None
+                when = "correction" if declined else "answer"
+                _prose_findings(words, (), user, origin, sink, when, "", subject)
+            elif result.is_error and is_declined(result.text):
+                refused = True
         if message.tool_calls or message.tool_results:
             tools.observe(message.tool_calls, message.tool_results, origin)
     tools.finish()
+    sink.revise(_judge_diagnoses(sink.findings(), tools.edits_at, tools.passes_at))
     return sink.findings()
+
+
+UNCONFIRMED_FACTOR = 0.7
+
+
+def _judge_diagnoses(
+    found: Sequence[SessionFinding], edits_at: Sequence[int], passes_at: Sequence[int]
+) -> Callable[[SessionFinding], SessionFinding | None]:
+    """A diagnosis the agent states is confirmed by an edit after it, then a passing command.
+    Of several diagnoses before the same edit only the last stands (the earlier ones were the
+    guesses it replaced); one never confirmed is kept at reduced importance, never "high"."""
+    said = sorted(f.offset for f in found if f.rule_id in _DIAGNOSES)
+
+    def judge(finding: SessionFinding) -> SessionFinding | None:
+        if finding.rule_id not in _DIAGNOSES:
+            return finding
+        edit = next((e for e in edits_at if e > finding.offset), None)
+        if edit is not None and any(finding.offset < other < edit for other in said):
+            return None
+        if edit is not None and any(p > edit for p in passes_at):
+            return finding
+        lowered = round(finding.importance * UNCONFIRMED_FACTOR, 6)
+        return msgspec.structs.replace(finding, importance=lowered)
+
+    return judge
+
+
+_DIAGNOSES = frozenset({"discovery.root_cause", "discovery.found"})
 
 
 # --------------------------------------------------------------------------- prose
@@ -121,22 +175,36 @@ def sentences(line: str) -> list[str]:
     return [piece for piece in map(str.strip, _SENTENCE_END.split(line)) if piece]
 
 
+REPLY_CHARS = 80  # a user's reply shorter than this is read with the agent's last words
+_CONTEXT_CHARS = 240
+
+
 def _prose_findings(
-    message: MessageLike, role: RoleRules, origin: Origin, sink: FindingSink
+    text: str,
+    files: Sequence[str],
+    role: RoleRules,
+    origin: Origin,
+    sink: FindingSink,
+    when: When = "any",
+    said_last: str = "",
+    declined: str | None = None,
 ) -> None:
-    if not role.rules or not message.text:
+    if not role.rules or not text:
         return
-    prose = _prose(message.text)
+    prose = _prose(text)
     lowered = prose.lower()
     # One pass of fast substring tests per keyword, then only rules and lines that can match.
     present = {k for k in role.keywords if k in lowered}
-    live = [rx for rx in role.rules if rx.live(present)]
-    if not live or _whole_message(live, prose, message.files, origin, sink):
+    live = [rx for rx in role.rules if rx.rule.when in ("any", when) and rx.live(present)]
+    # A reason given when declining names the alternative; what was declined is the rest of it.
+    context = f" (declined: {declined})" if declined else _reply_context(prose, said_last)
+    if not live or _whole_message(live, prose, files, origin, sink, context):
         return
     per_sentence = [rx for rx in live if rx.rule.unit == "sentence"]
     if not per_sentence:
         return
     every_line = any(not rx.keywords for rx in per_sentence)
+    whole = " ".join(prose.split())
     # lower() never adds or removes a line break, so the two line lists stay aligned.
     for line, line_lowered in zip(prose.splitlines(), lowered.splitlines(), strict=False):
         if not (every_line or any(k in line_lowered for k in present)):
@@ -146,22 +214,47 @@ def _prose_findings(
             if sentence.endswith("?") or sentence.count(" ") < MIN_SENTENCE_WORDS - 1:
                 continue
             low = sentence.lower()
+            # A guess is not a fact: hedged sentences never stand alone (issue 19).
+            if HEDGE.search(low):
+                continue
             here = {k for k in present if k in low}
             for rx in per_sentence:
                 if rx.live(here) and (match := rx.regex.search(sentence)):
-                    sink.add(rx.rule, rx.render(match, sentence), origin, message.files)
+                    found = rx.render(match, sentence, whole)
+                    if rx.rule.user_intent:
+                        found += context
+                    sink.add(rx.rule, found, origin, files)
+
+
+# Headings, bold, check marks and link targets: layout of the agent's reply, not its words.
+_MARKDOWN = re.compile(r"^#{1,6}\s+|#{2,6}\s|\*\*|[✅❌✓]|\]\([^)\s]*\)|\[", re.MULTILINE)
+
+
+def _reply_context(prose: str, said_last: str) -> str:
+    """A short reply ("ok, let's do that") says little alone: the start of what the agent said
+    just before it, appended to what the user decided."""
+    if len(prose.strip()) >= REPLY_CHARS or not said_last.strip():
+        return ""
+    before = " ".join(_MARKDOWN.sub(" ", _prose(said_last)).split())
+    return f" (in reply to: {truncate(before, _CONTEXT_CHARS)})"
 
 
 def _whole_message(
-    live: list[CompiledRule], prose: str, files: Sequence[str], origin: Origin, sink: FindingSink
+    live: list[CompiledRule],
+    prose: str,
+    files: Sequence[str],
+    origin: Origin,
+    sink: FindingSink,
+    context: str = "",
 ) -> bool:
-    """Message-unit rules; True when the user asked to remember this prompt.
-
-    An explicit remember is the user's own wording of the prompt, so sentence rules would only
-    add fragments of it."""
+    """Message-unit rules; True when a user-intent rule took the whole message (an explicit
+    remember, a correction, an answer): sentence rules would only add fragments of it."""
     for rx in live:
         if rx.rule.unit == "message" and (match := rx.regex.search(prose)):
-            added = sink.add(rx.rule, rx.render(match, prose), origin, files)
+            found = rx.render(match, prose)
+            if rx.rule.user_intent and rx.rule.when != "any":
+                found += context
+            added = sink.add(rx.rule, found, origin, files)
             if added and rx.rule.user_intent:
                 return True
     return False

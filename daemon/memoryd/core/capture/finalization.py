@@ -11,7 +11,7 @@ from collections.abc import Set as AbstractSet
 import msgspec
 
 from memoryd.core.capture.episodes import build_episode
-from memoryd.core.capture.findings import SessionFinding, finding_id
+from memoryd.core.capture.findings import EPISODE_ONLY, SessionFinding, finding_id
 from memoryd.core.capture.promotion import Preset, candidate_entry, plan_promotion
 from memoryd.core.capture.transcript import Message
 from memoryd.core.events import SessionFinalized
@@ -42,8 +42,10 @@ def plan_finalization(
     redact: Callable[[str], str],
 ) -> SessionFinalized:
     """The event that closes ``close``'s session. ``new_id`` names each promoted entry."""
+    # Edits and progress tell the episode what happened; they are never entries (issue 19).
+    learnt = [f for f in close.findings if f.category not in EPISODE_ONLY]
     decisions = plan_promotion(
-        close.findings,
+        learnt,
         preset=close.preset,
         sessions_by_fingerprint=close.sessions_by_fingerprint,
         agents_by_fingerprint=close.agents_by_fingerprint,

@@ -38,6 +38,19 @@ class SessionFinding(msgspec.Struct, frozen=True, kw_only=True):
     resolved_error: bool = False
 
 
+# What a session did, not what it learnt: these feed its episode, never project memory.
+EPISODE_ONLY: frozenset[str] = frozenset({"file_change", "task_progress"})
+
+
+def session_memory_keeps(finding: SessionFinding, *, final: bool) -> bool:
+    """Whether session memory records ``finding``. A checkpoint sees only part of the session,
+    so an error it finds unresolved may be fixed later: only the final pass records those, and
+    a fixed twin never sits beside its unresolved copy."""
+    if finding.category in EPISODE_ONLY:
+        return False
+    return final or finding.category != "error" or finding.resolved_error
+
+
 class Origin(NamedTuple):
     """Where in the transcript a finding was seen."""
 
@@ -83,8 +96,11 @@ def _mentioned(files: Sequence[str], text: str) -> tuple[str, ...]:
 class FindingSink:
     """Keeps one finding per fingerprint: the most important, the earliest among equals."""
 
-    def __init__(self, redact: Callable[[str], str] | None) -> None:
+    def __init__(
+        self, redact: Callable[[str], str] | None, paths: Callable[[str], str] | None = None
+    ) -> None:
         self._redact = redact
+        self._paths = paths
         self._best: dict[str, tuple[tuple[float, bool, bool], int, SessionFinding]] = {}
         self._seq = 0
         # The same text recurs within a session (todo lists are re-sent whole); hash it once.
@@ -99,9 +115,15 @@ class FindingSink:
         *,
         resolved: bool = False,
         importance: float | None = None,
+        key: str | None = None,
     ) -> bool:
+        """Keep ``text`` as a finding unless one of the same fingerprint, or of the same ``key``
+        (one fact in other words: the same failure, fixed or not), ranks higher."""
         # Only the start of a text can fit in a finding; cutting first keeps huge prompts cheap.
         content = tidy(text[:_RAW_LIMIT])
+        if self._paths is not None and content:
+            content = self._paths(content)
+            files = [self._paths(f) for f in files]
         if self._redact is not None and content:
             content = tidy(self._redact(content))
         content = truncate(content)
@@ -128,10 +150,18 @@ class FindingSink:
         )
         rank = (finding.importance, finding.user_intent, resolved)
         self._seq += 1
-        current = self._best.get(fp)
-        if current is None or rank > current[0]:
-            self._best[fp] = (rank, self._seq, finding)
+        slot = fp if key is None else f"key\x1f{key}"
+        current = self._best.get(slot)
+        # One fact in other words: the latest wording wins a tie (a later fix is the one that held).
+        if current is None or rank > current[0] or (key is not None and rank == current[0]):
+            self._best[slot] = (rank, self._seq, finding)
         return True
+
+    def revise(self, judge: Callable[[SessionFinding], SessionFinding | None]) -> None:
+        """Replace each finding by what ``judge`` makes of it, or drop it on None: a judgement
+        that needs the whole session."""
+        revised = ((slot, rank, seq, judge(f)) for slot, (rank, seq, f) in self._best.items())
+        self._best = {slot: (rank, seq, f) for slot, rank, seq, f in revised if f is not None}
 
     def findings(self) -> list[SessionFinding]:
         ordered = sorted(self._best.values(), key=lambda kept: (kept[2].offset, kept[1]))

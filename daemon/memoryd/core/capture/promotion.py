@@ -77,12 +77,14 @@ def signals_of(
     """The signals a finding carries. Its own session and agent count towards the multi-session
     and multi-agent signals whether or not the caller's sets already include them."""
     own_session = {finding.session_id} if finding.session_id is not None else set()
+    # A sub-agent ("<session>/<agent id>") works inside its parent session: not a second one.
+    independent = {_parent(s) for s in sessions | own_session}
     found: list[Signal] = []
     if finding.user_intent:
         found.append("user-intent")
     if pinned:
         found.append("explicit-pin")
-    if len(sessions | own_session) >= 2:
+    if len(independent) >= 2:
         found.append("multi-session")
     if finding.resolved_error:
         found.append("error-resolution")
@@ -91,6 +93,10 @@ def signals_of(
     if finding.importance >= HIGH_IMPORTANCE:
         found.append("high-importance")
     return tuple(found)
+
+
+def _parent(session_id: str) -> str:
+    return session_id.split("/", 1)[0]
 
 
 def _filtered(finding: SessionFinding, preset: Preset) -> str | None:

@@ -15,8 +15,12 @@ their pattern on every unit they apply to (correct, only slower). ``collect`` sa
 become findings: ``match`` (one finding per matching unit, its content the unit or the rendered
 ``template``), ``file_edits`` (matching calls aggregated per file), ``todo_done`` (completed items
 of a todo-list call), ``error_fix`` (a failure paired with a later fix in the same session).
-Templates know ``{text}`` (the unit), ``{remainder}`` (the unit without the match) and the
-pattern's named groups. The category ``infer`` reads the category from the captured text
+Templates know ``{text}`` (the unit), ``{remainder}`` (the unit without the match),
+``{message}`` (the whole prose of the unit's message: a user's sentences lean on each other) and
+the pattern's named groups. ``when`` narrows a user rule to one moment of the session's arc:
+``correction`` is the user's first words after a declined or interrupted tool use (the reason
+given when declining, or the next prompt), ``answer`` the user's answers to a question tool.
+The category ``infer`` reads the category from the captured text
 (``memoryd.core.entries.infer_category``).
 """
 
@@ -35,6 +39,7 @@ from memctl.protocol import Category
 Target = Literal["user", "assistant", "tool_call", "tool_result_error"]
 Unit = Literal["sentence", "message"]
 Collect = Literal["match", "file_edits", "todo_done", "error_fix"]
+When = Literal["any", "correction", "answer"]
 
 RuleId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
 Score = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
@@ -56,6 +61,7 @@ class ExtractionRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     unit: Unit = "sentence"
     collect: Collect = "match"
     user_intent: bool = False
+    when: When = "any"
     tags: tuple[Annotated[str, msgspec.Meta(min_length=1, max_length=64)], ...] = ()
 
 
@@ -65,7 +71,7 @@ def compiled(pattern: str) -> re.Pattern[str]:
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_BUILTIN_PLACEHOLDERS = frozenset({"text", "remainder"})
+_BUILTIN_PLACEHOLDERS = frozenset({"text", "remainder", "message"})
 _ROLES = frozenset({"user", "assistant"})
 
 
@@ -84,7 +90,7 @@ class CompiledRule(NamedTuple):
             return None
         return self.regex.search(text)
 
-    def render(self, match: re.Match[str], text: str) -> str:
+    def render(self, match: re.Match[str], text: str, message: str | None = None) -> str:
         """The rule's template filled from the match, or the unit text itself."""
         template = self.rule.template
         if template is None:
@@ -94,6 +100,8 @@ class CompiledRule(NamedTuple):
             name = placeholder.group(1)
             if name == "text":
                 return text
+            if name == "message":
+                return text if message is None else message
             if name == "remainder":
                 return f"{text[: match.start()]} {text[match.end() :]}"
             return match.group(name) or ""
@@ -157,6 +165,8 @@ def rule_problem(rule: ExtractionRule) -> str | None:
     if rule.user_intent and targets != {"user"}:
         # Only the user can ask to remember; an agent echoing "remember:" must not bypass filters.
         return "user_intent rules must apply to ['user'] only"
+    if rule.when != "any" and targets != {"user"}:
+        return "'when' narrows user rules only: applies_to must be ['user']"
     if rule.template is not None:
         if rule.collect != "match":
             return f"a template has no effect with collect {rule.collect!r}"
@@ -307,6 +317,45 @@ DEFAULT_RULES: tuple[ExtractionRule, ...] = (
         r"\b(?:(?:i|we)\s+(?:found|discovered|noticed|realized)\s+(?:that|the)\b"
         r"|caused\s+by\b|it\s+looks\s+like\s+the\b)",
         0.5, 0.55, ["found", "discovered", "noticed", "realized", "caused by", "looks like"],
+    ),
+    # The user's own voice (issue 19): what a teammate must know is most often said by the user,
+    # as a constraint, a direction or a limitation, and is worth its whole message.
+    _rule(
+        "user.direction", "decision", ["user"],
+        r"\blet's\s+(?:also\s+|just\s+|now\s+)?(?:do|make|migrate|keep|target|support|drop"
+        r"|stay|replace|standardi[sz]e)\b|\bwe\s+(?:should|need\s+to|must|have\s+to)\s+"
+        r"(?!use\b|go\s+with\b|switch\s+to\b|adopt\b|stick\s+with\b|move\s+to\b|avoid\b"
+        r"|never\b|not\b)",
+        0.8, 0.8, ["let's", "we should", "we need", "we must", "we have"],
+        template="{message}", user_intent=True,
+    ),
+    _rule(
+        "user.constraint", "preference", ["user"],
+        r"\bi\s+(?:don't|do\s+not)\s+want\b|\bkeep\s+(?:it|them|this|that)\s+(?!in\s+mind)\w"
+        r"|\binstead\s+of\b|\bwithout\s+(?:manually|hand-?\w+)",
+        0.8, 0.8, ["want", "keep", "instead", "without"], template="{message}", user_intent=True,
+    ),
+    _rule(
+        "user.limitation", "warning", ["user"],
+        r"\b(?:is|are)\s+not\s+supported\b|\bnot\s+supported\s+(?:by|in|on)\b"
+        r"|\b(?:doesn't|does\s+not|won't|will\s+not)\s+work\s+(?:in|on|with)\b"
+        r"|\b(?:has|have)\s+(?:some\s+|known\s+|its\s+)?limitations\b",
+        0.8, 0.8, ["supported", "work", "limitations"], template="{message}", user_intent=True,
+    ),
+    # An imperative with an object ("please create an empty commit with that content"), not a
+    # bare "please fix these": at least five words after "please".
+    _rule(
+        "user.request", "decision", ["user"],
+        r"^(?:(?:ok|okay|so|and|also|now|then)[,.]?\s+)*please\s+[a-z]+\b(?:\W+\w+){4,}",
+        0.7, 0.7, ["please"], template="{message}", user_intent=True,
+    ),
+    _rule(
+        "user.correction", "preference", ["user"], r"\w+\s+\w+", 0.9, 0.8,
+        unit="message", when="correction", user_intent=True,
+    ),
+    _rule(
+        "user.answer", "decision", ["user"], r"→\s*\S", 0.8, 0.8, ["→"],
+        unit="message", when="answer", user_intent=True,
     ),
     _rule(
         "progress.done", "task_progress", ["assistant"],

@@ -3,13 +3,21 @@
 An error result stays open until one of these, later in the same extraction:
 
 - a successful call with the same key (the same shell command, or the same tool on the same
-  file): resolved, and the files edited in between are named as the fix;
+  file), or the same command run after a setup step: resolved, and the files edited in between
+  are named as the fix, each with the first line the edit added; the agent's last plain
+  (unhedged) explanation before the first edit is kept as the cause, confirmed by the passing
+  run;
 - a successful edit of a file the error involves (a file of the failing call, or a file whose name
   appears in the error text): remembered as a fix, which counts at the end unless the same key
   failed again after it (the edit did not help).
 
 Errors still open at the end are kept unresolved, at reduced importance: a failure with no known
 fix is worth less than one whose fix is known.
+
+Only the project's own commands fail in a way worth remembering. The harness's refusals (a read
+before an edit, a replace string not found, a declined tool use) and the failures of the agent's
+file tools are tool mechanics: they never become findings, though a failed edit still counts as
+an edit that changed nothing.
 """
 
 from __future__ import annotations
@@ -23,11 +31,14 @@ from functools import cached_property
 from typing import Protocol
 
 from memoryd.core.capture.findings import FindingSink, Origin, truncate
+from memoryd.core.capture.harness import HEDGE, is_harness_error, is_harness_file
 from memoryd.core.capture.rules import CompiledRule, ExtractionRule
 
 UNRESOLVED_ERROR_FACTOR = 0.7
 _DETAIL_CHARS = 240
 _ERROR_SAMPLE_CHARS = 8192
+_ADDED_CHARS = 100
+_CAUSE_CHARS = 200
 
 
 class ToolCallLike(Protocol):
@@ -73,6 +84,21 @@ class _Call:
             return f"{self.name} {self.files[0]}"
         return f"{self.name} {json.dumps(self.tool_input, sort_keys=True, default=str)}"
 
+    @cached_property
+    def added_line(self) -> str | None:
+        """The first line an edit added: what changed, in the edit's own words."""
+        new, old = self.tool_input.get("new_string"), self.tool_input.get("old_string")
+        edits = self.tool_input.get("edits")
+        if new is None and isinstance(edits, list) and edits and isinstance(edits[0], Mapping):
+            new, old = edits[0].get("new_string"), edits[0].get("old_string")
+        if not isinstance(new, str):
+            return None
+        before = set(old.splitlines()) if isinstance(old, str) else set()
+        for line in new.splitlines():
+            if line not in before and len(line.strip()) >= 4:
+                return truncate(" ".join(line.split()), _ADDED_CHARS)
+        return None
+
     @property
     def edits(self) -> int:
         edits = self.tool_input.get("edits")  # MultiEdit makes several edits in one call
@@ -88,6 +114,8 @@ class _OpenError:
     origin: Origin
     edited: list[str] = field(default_factory=list)  # every file edited since the failure
     fixes: list[str] = field(default_factory=list)  # those the error involves
+    added: dict[str, str] = field(default_factory=dict)  # file → first line an edit added
+    cause: str | None = None  # the agent's explanation before its first edit
 
 
 class ToolOutcomes:
@@ -106,6 +134,9 @@ class ToolOutcomes:
         self._anonymous: deque[_Call] = deque()
         self._edit_calls: list[_Call] = []
         self._open: list[_OpenError] = []
+        # Offsets of successful edits and of successful shell commands: what confirms a diagnosis.
+        self.edits_at: list[int] = []
+        self.passes_at: list[int] = []
 
     def observe(
         self, calls: Sequence[ToolCallLike], results: Sequence[ToolResultLike], origin: Origin
@@ -115,9 +146,15 @@ class ToolOutcomes:
         for result in results:
             self._on_result(result, origin)
 
+    def note_prose(self, text: str) -> None:
+        """The agent speaking: for an error not yet worked on, its explanation so far."""
+        for error in self._open:
+            if not error.edited and (cause := _cause(text)) is not None:
+                error.cause = cause
+
     def finish(self) -> None:
         for error in self._open:
-            fix = f"fixed by editing {_names(error.fixes)}" if error.fixes else None
+            fix = f"fixed by editing {_names(error.fixes, error.added)}" if error.fixes else None
             self._emit_error(error, fix)
         self._open.clear()
         self._emit_edits()
@@ -147,6 +184,14 @@ class ToolOutcomes:
         else:
             self._anonymous.append(record)
 
+    def declined_subject(self, result: ToolResultLike) -> str | None:
+        """What the user declined, for a result about to be observed: the command or the file
+        tool's target, or None when the call is unknown or names neither."""
+        call = self._by_id.get(result.call_id) if result.call_id is not None else None
+        if call is None or (call.command is None and not call.files):
+            return None
+        return _subject(call)
+
     def _paired(self, result: ToolResultLike) -> _Call | None:
         if result.call_id is not None and result.call_id in self._by_id:
             return self._by_id.pop(result.call_id)
@@ -166,6 +211,9 @@ class ToolOutcomes:
             self._resolve_same_key(call)
             if call.edit_rules:
                 self._note_fix(call)
+                self.edits_at.append(origin.offset)
+            elif call.command is not None:
+                self.passes_at.append(origin.offset)
 
     def _on_error(self, text: str, call: _Call | None, origin: Origin) -> None:
         if call is not None:
@@ -174,6 +222,8 @@ class ToolOutcomes:
                 if error.call is not None and error.call.key == call.key:
                     error.edited.clear()
                     error.fixes.clear()
+        if is_harness_error(text) or (call is not None and call.command is None):
+            return
         lowered = text.lower() if any(rx.rule.keywords for rx in self._error_rules) else ""
         for rx in self._error_rules:
             match = rx.search(text, lowered)
@@ -189,19 +239,24 @@ class ToolOutcomes:
     def _resolve_same_key(self, call: _Call) -> None:
         still_open: list[_OpenError] = []
         for error in self._open:
-            if error.call is None or error.call is call or error.call.key != call.key:
+            if error.call is None or error.call is call or not _same_or_prepared(error.call, call):
                 still_open.append(error)
                 continue
             then = f"then {_subject(call)} succeeded"
-            fix = f"fixed by editing {_names(error.edited)}, {then}" if error.edited else then
+            edited = _names(error.edited, error.added)
+            fix = f"fixed by editing {edited}, {then}" if error.edited else then
             self._emit_error(error, fix)
         self._open = still_open
 
     def _note_fix(self, edit: _Call) -> None:
         for error in self._open:
             for path in edit.files:
+                if is_harness_file(path):
+                    continue
                 if path not in error.edited:
                     error.edited.append(path)
+                if edit.added_line is not None:
+                    error.added.setdefault(path, edit.added_line)
                 if _involves(error, path) and path not in error.fixes:
                     error.fixes.append(path)
 
@@ -209,12 +264,16 @@ class ToolOutcomes:
 
     def _emit_error(self, error: _OpenError, fix: str | None) -> None:
         text = f"{_subject(error.call)} failed: {error.detail}"
+        if fix is not None and error.cause is not None:
+            text = f"{text.rstrip('.')}. Cause: {error.cause}"
+        key = f"error {_subject(error.call)} {error.detail}"
         files = error.call.files if error.call is not None else ()
         if fix is None:
             importance = round(error.rule.importance * UNRESOLVED_ERROR_FACTOR, 6)
-            self._sink.add(error.rule, text, error.origin, files, importance=importance)
+            self._sink.add(error.rule, text, error.origin, files, importance=importance, key=key)
         else:
-            self._sink.add(error.rule, f"{text} — {fix}.", error.origin, files, resolved=True)
+            fixed = f"{text} — {fix}."
+            self._sink.add(error.rule, fixed, error.origin, files, resolved=True, key=key)
 
     def _emit_edits(self) -> None:
         tally: dict[tuple[str, str], tuple[ExtractionRule, int, Origin]] = {}
@@ -291,9 +350,35 @@ def _subject(call: _Call | None) -> str:
     return f"{call.name} on {call.files[0]}" if call.files else call.name
 
 
-def _names(paths: Sequence[str]) -> str:
-    shown = ", ".join(paths[:3])
+def _names(paths: Sequence[str], added: Mapping[str, str] | None = None) -> str:
+    added = added or {}
+    shown = ", ".join(f"{p} (`{added[p]}`)" if p in added else p for p in paths[:3])
     return shown if len(paths) <= 3 else f"{shown} and {len(paths) - 3} more"
+
+
+_SENTENCE = re.compile(r"(?<=[.!?:])\s+")
+_CHATTER = re.compile(r"(?i)^(?:let me|let's|now|perfect|great|good|ok|okay|i'll|i will)\b")
+
+
+def _cause(text: str) -> str | None:
+    """The agent's first plain statement in ``text``: no hedge, no "let me", five words or more."""
+    for sentence in _SENTENCE.split(" ".join(text.split())[:2000]):
+        if len(sentence.split()) >= 5 and not _CHATTER.match(sentence):
+            if HEDGE.search(sentence) or sentence.endswith("?"):
+                return None
+            return truncate(sentence.rstrip(":"), _CAUSE_CHARS)
+    return None
+
+
+def _same_or_prepared(failed: _Call, ok: _Call) -> bool:
+    """Whether ``ok`` runs what ``failed`` ran: the same call, or the same command after a setup
+    step ("pytest" failing, then "source .venv/bin/activate && pytest -x" passing)."""
+    if failed.key == ok.key:
+        return True
+    if failed.command is None or ok.command is None:
+        return False
+    after_setup = rf"(?:&&|;|\(|\|\|)\s*{re.escape(failed.command)}(?![\w./-])"
+    return re.search(after_setup, ok.command) is not None
 
 
 def _same_path(a: str, b: str) -> bool:
@@ -323,9 +408,13 @@ def _line_at(text: str, match: re.Match[str]) -> str:
 _STRONG = re.compile(
     r"(?m)^[ \t]*(?:E[ \t]+)?(?:[A-Z][\w.]*(?:Error|Exception|Failure)|[Ee]rror|[Ff]atal)"
     r"(?:\[[^\]\n]*\])?:.*$"
+    # A linter's rule code and message: "SIM115 Use a context manager for opening files".
+    r"|^[ \t]*[A-Z]{1,5}\d{2,4} [A-Z][a-z].*$"
 )
+# A count of errors ("Found 1 error.") says that it failed, not what failed.
 _WEAK = re.compile(
-    r"(?im)^.*\b(?:failed|failure|error|not\s+found|no\s+such|denied|cannot|can't|unable\s+to"
+    r"(?im)^(?![ \t]*found \d+ (?:errors?|diagnostics?)\b)"
+    r".*\b(?:failed|failure|error|not\s+found|no\s+such|denied|cannot|can't|unable\s+to"
     r"|invalid|refused|timed\s+out)\b.*$"
 )
 _EXIT_CODE = re.compile(r"(?i)^\s*(?:exit\s+code|exited\s+with)\b.*$")
