@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import msgspec
 
@@ -49,7 +49,7 @@ class Session:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.as_json: bool = args.json
-        self.project = os.path.abspath(args.project or os.getcwd())
+        self.project = os.path.abspath(args.project or _cwd())
         self.client = Client(budget_s=args.timeout or QUICK_BUDGET_S)
         self.emitted = False  # a result is out: a failure after it adds no JSON object
 
@@ -96,6 +96,15 @@ def _check_limits(request: protocol.Request[Any]) -> None:
         raise Failed(f"invalid value: {exc}", EXIT_USAGE) from None
 
 
+def _cwd() -> str:
+    """The working directory; "/" (no project) when it was deleted under us: the hook then goes
+    by the payload's cwd, a command says there is no project here."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return "/"
+
+
 def _unavailable_hint(exc: DaemonUnavailable) -> str:
     where = paths.ipc_path(exc.endpoint) or exc.endpoint
     return (
@@ -133,13 +142,25 @@ def add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+class UsageError(Exception):
+    """The command line is wrong (argparse's complaint, already printed to stderr)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is raised, not exited on: ``main`` reports it the way the
+    user asked (one JSON object with ``--json``; nothing at all for the agent's hook)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
 def _parser(only_hook: bool = False) -> argparse.ArgumentParser:
     """The command line. ``only_hook``: just the global options and ``hook``, which an agent runs
     on every prompt and tool call: building (and importing) every other command would add to
     each."""
     from memctl.commands import Commands
 
-    parser = argparse.ArgumentParser(prog="memctl", description="Talk to the memoryd daemon.")
+    parser = _Parser(prog="memctl", description="Talk to the memoryd daemon.")
     add_global_options(parser, top=True)
     parser.add_argument("--version", action="store_true", help="memctl's and the daemon's version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -155,19 +176,49 @@ def _parser(only_hook: bool = False) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    parser = _parser(only_hook=_command_of(words) == "hook")
-    args = parser.parse_args(words)
+    if _command_of(words) == "hook":
+        return _hook(words)
+    parser = _parser()
+    try:
+        args = _checked(parser, words)
+    except UsageError as exc:
+        return _usage_failure(str(exc), as_json="--json" in words, parser=parser)
     if args.version:
         from memctl.commands.admin import print_version
 
         return print_version(args)
-    if args.command is None:
-        parser.print_usage(sys.stderr)
-        print("memctl: a COMMAND is required (memctl --help lists them)", file=sys.stderr)
-        return EXIT_USAGE
+    return _run(args)
+
+
+def _checked(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    args = parser.parse_args(words)
+    if args.command is None and not args.version:
+        raise UsageError("memctl: a COMMAND is required (memctl --help lists them)")
     if args.timeout is not None and args.timeout <= 0:
-        print("memctl: --timeout must be positive", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("memctl: --timeout must be positive")
+    return args
+
+
+def _usage_failure(message: str, *, as_json: bool, parser: argparse.ArgumentParser) -> int:
+    parser.print_usage(sys.stderr)
+    print(message, file=sys.stderr)
+    if as_json:
+        error = {"error": "usage", "message": message, "exit_code": EXIT_USAGE}
+        sys.stdout.write(_json.encode(error).decode() + "\n")
+    return EXIT_USAGE
+
+
+def _hook(words: list[str]) -> int:
+    """The agent's hook always exits 0 and prints nothing but its answer: a wrong option, a
+    working directory that is gone, anything, and the agent carries on without memory."""
+    try:
+        args = _checked(_parser(only_hook=True), words)
+        return _run(args)
+    except BaseException:
+        return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
     session = Session(args)
     try:
         args.func(session)

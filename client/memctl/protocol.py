@@ -872,6 +872,7 @@ class BankInit(Request[BankInitResult], tag="bank_init"):
     project brief from BRIEF and the tech context and system patterns from the codebase."""
 
     mutates = True
+    needs_project = False  # the memory-bank/ it creates makes the folder a project
 
     brief: Annotated[str, msgspec.Meta(max_length=65_536)] | None = None
 
@@ -951,6 +952,8 @@ class Projects(Request[ProjectsResult], tag="projects"):
     """List the projects the daemon knows and those holding memory-bank/ under the configured
     roots."""
 
+    needs_project = False
+
 
 class ProjectsRemove(Request[ProjectRemovedResult], tag="projects_remove"):
     """Forget a project the daemon holds memory for: its memory (database, audit log, index) is
@@ -996,7 +999,9 @@ def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any
     """Every concrete request type: each subclass that declares an ``op`` tag."""
     found: list[type[Request[Any]]] = []
     for sub in base.__subclasses__():
-        if sub.__struct_config__.tag is not None:
+        # msgspec gives a class without its own tag its class name as tag; every operation
+        # names its own (snake_case), so a shared intermediate base is not taken for one.
+        if sub.__struct_config__.tag not in (None, sub.__name__):
             found.append(sub)
         found.extend(_request_types(sub))
     return tuple(found)

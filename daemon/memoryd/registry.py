@@ -25,6 +25,15 @@ def _has_marker(directory: PurePath, marker: str) -> bool:
     return os.path.lexists(os.path.join(directory, marker))
 
 
+def _unused(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``… the first that does not exist."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
 class ProjectRegistry:
     def __init__(
         self,
@@ -131,9 +140,10 @@ class ProjectRegistry:
         removed = self.data_root / "removed"
         removed.mkdir(parents=True, exist_ok=True, mode=0o700)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-        target = removed / f"{folders[0].name}-{stamp}"
-        for n, folder in enumerate(folders):
-            os.replace(folder, target if n == 0 else removed / f"{folder.name}-{stamp}-{n}")
+        targets = [_unused(removed / f"{folder.name}-{stamp}") for folder in folders]
+        for folder, target in zip(folders, targets, strict=True):
+            os.replace(folder, target)
+        target = targets[0]
         self.known()
         assert self._known is not None
         self._known.discard(wanted)

@@ -69,6 +69,9 @@ class Commands:
 
     def group(self, name: str, help: str) -> Group:
         parser = self._sub.add_parser(name, help=help, description=help)
+        from memctl.cli import add_global_options
+
+        add_global_options(parser, top=False)  # `memctl bank --json list` works too
         actions = parser.add_subparsers(dest=f"{name}_action", required=True, metavar="ACTION")
         return Group(name, actions)
 

@@ -290,6 +290,9 @@ class CaptureService:
             if cwd is None:
                 return None
             try:
+                # As for commands: a session in a folder outside any project (a scratch
+                # folder, the home folder) creates no memory there.
+                self.registry.check_project(cwd)
                 project = self.registry.get(cwd)
             except MemorydError:
                 self.stats["unresolved_files"] += 1

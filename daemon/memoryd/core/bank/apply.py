@@ -34,20 +34,30 @@ def apply_items(
     return changed
 
 
-# Dates and times a rendered item carries (a decision's Date, a done item's date, a timestamp):
-# the same item filed again on another day or minute is still the same item.
-_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?Z?)?")
+# The stamps the router renders into an item (a decision's Date line, a done item's trailing
+# date, a timestamped line's prefix): the same item filed again on another day or minute is still
+# the same item. Dates in the item's own words are kept: they tell items apart.
+_DATE_LINE = re.compile(r"^- \*\*date\*\*: \S+$")
+_DONE_DATE = re.compile(r" — \d{4}-\d{2}-\d{2}$")
+_STAMP_PREFIX = re.compile(r"^- \d{4}-\d{2}-\d{2} \d{2}:\d{2} utc: ")
 
 
-def _normal(text: str) -> str:
-    return " ".join(_STAMP.sub("", text).lower().split())
+def _lines(text: str) -> list[str]:
+    lines = []
+    for raw in text.splitlines():
+        line = " ".join(raw.lower().split())
+        if line and not _DATE_LINE.match(line):
+            lines.append(_STAMP_PREFIX.sub("- ", _DONE_DATE.sub("", line)))
+    return lines
 
 
 def already_filed(text: str, content: str) -> bool:
-    """Whether ``content`` (dates aside) is in ``text`` already: running ``bank process
-    --apply`` twice on the same input must not file the same lines twice."""
-    wanted = _normal(content)
-    return bool(wanted) and wanted in _normal(text)
+    """Whether every line of ``content`` is a whole line of ``text`` already (the router's
+    stamps aside): running ``bank process --apply`` twice on the same input must not file the
+    same lines twice, and a new item that is only part of an existing line is still new."""
+    wanted = _lines(content)
+    present = set(_lines(text))
+    return bool(wanted) and all(line in present for line in wanted)
 
 
 def _apply(text: str, item: ProcessedItem, today: date) -> str:
