@@ -22,6 +22,9 @@ SEED_001 = {
     "memory_search_archive",
     "memory_episodes",
     "memory_ingest_lifecycle",
+    "memory_supersede",
+    "memory_archive",
+    "memory_compact",
 }
 SEED_000 = {
     "initialize_memory_bank",
@@ -170,3 +173,33 @@ def test_daemon_down_is_a_tool_error_with_the_start_hint(env: Env) -> None:
     assert "memoryd is not running" in error_text(first)
     assert "memoryd run" in error_text(first)
     assert "memoryd is not running" in error_text(second)  # the server is still there
+
+
+def test_supersede_archive_and_compact_through_the_tools(env: Env, daemon: object) -> None:
+    """A changed fact is superseded, not stored beside the old one; the old one is found only in
+    the archive; archive and a dry-run compaction answer."""
+
+    async def script(client: Client) -> tuple[dict[str, Any], ...]:
+        old = structured(
+            await client.call_tool("memory_store", {"content": "Sessions are kept in Memcached"})
+        )
+        new = structured(
+            await client.call_tool(
+                "memory_supersede", {"id": old["id"], "content": "Sessions are kept in Redis"}
+            )
+        )
+        recalled = structured(await client.call_tool("memory_recall", {"query": "sessions kept"}))
+        archived = structured(
+            await client.call_tool("memory_search_archive", {"query": "Memcached"})
+        )
+        other = structured(await client.call_tool("memory_store", {"content": "Ports are 8080"}))
+        gone = structured(await client.call_tool("memory_archive", {"ids": [other["id"]]}))
+        compact = structured(await client.call_tool("memory_compact", {"dry_run": True}))
+        return old, new, recalled, archived, other, gone, compact
+
+    old, new, recalled, archived, other, gone, compact = with_server(env, script)
+    assert new["superseded"] == old["id"]
+    assert [r["id"] for r in recalled["results"]] == [new["id"]]
+    assert [r["id"] for r in archived["results"]] == [old["id"]]
+    assert gone["ids"] == [other["id"]] and gone["archived"] is True
+    assert set(compact) >= {"decayed", "expired", "evicted", "purged", "active", "archived"}

@@ -130,6 +130,29 @@ class MemoryTools:
         queryable)."""
         return await self._send(protocol.Search(query=query, k=k, archive=True))
 
+    async def memory_supersede(
+        self,
+        id: Annotated[str, Field(min_length=1, max_length=512, description="the entry to replace")],
+        content: Annotated[str, Field(min_length=1, max_length=65_536)],
+    ) -> dict[str, Any]:
+        """Replace a fact that changed: a new entry with the content, the old one archived as
+        superseded and linked to it, in one step. Use this instead of storing a contradicting
+        fact beside the old one."""
+        return await self._send(protocol.Supersede(target=id, content=content))
+
+    async def memory_archive(
+        self,
+        ids: Annotated[list[str], Field(min_length=1, max_length=1000)],
+    ) -> dict[str, Any]:
+        """Archive entries that no longer hold: they stop being injected and stay findable with
+        memory_search_archive."""
+        return await self._send(protocol.Archive(targets=ids))
+
+    async def memory_compact(self, dry_run: bool = False) -> dict[str, Any]:
+        """Run compaction now (decay, expiry of stale entries, eviction past the size limit to
+        the archive) and report the counts; dry_run only reports what it would do."""
+        return await self._send(protocol.Compact(dry_run=dry_run), BULK_BUDGET_S)
+
     async def memory_episodes(
         self,
         query: Annotated[str, Field(max_length=1024)] = "",
@@ -204,6 +227,9 @@ TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
     "memory_query": (protocol.ListEntries, READ_ONLY),
     "memory_store": (protocol.Remember, ADDITIVE),
     "memory_search_archive": (protocol.Search, READ_ONLY),
+    "memory_supersede": (protocol.Supersede, REPLACING),
+    "memory_archive": (protocol.Archive, REPLACING),
+    "memory_compact": (protocol.Compact, REPLACING),
     "memory_episodes": (protocol.Episodes, READ_ONLY),
     "memory_ingest_lifecycle": (protocol.IngestLifecycle, ADDITIVE),
     "initialize_memory_bank": (protocol.BankInit, ADDITIVE),
