@@ -17,7 +17,7 @@ from memoryd.core.events import (
     plan_remember,
     plan_unpin,
 )
-from memoryd.core.projects import resolve_root, slug
+from memoryd.core.projects import find_root, slug
 
 
 def _entry(content: str = "Use ruff for linting", **kw):
@@ -136,8 +136,8 @@ def test_slug_and_root_resolution() -> None:
     assert slug(P("/a/x")) != slug(P("/b/x"))
     markers = {P("/repo"): ".git"}
     has = lambda d, m: markers.get(d) == m  # noqa: E731
-    assert resolve_root(P("/repo/src/pkg"), has) == P("/repo")
-    assert resolve_root(P("/elsewhere/dir"), has) == P("/elsewhere/dir")
+    assert find_root(P("/repo/src/pkg"), has) == P("/repo")
+    assert find_root(P("/elsewhere/dir"), has) is None  # no project there
 
 
 def _chain(n: int) -> list[bytes]:

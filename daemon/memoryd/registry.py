@@ -15,7 +15,7 @@ from pathlib import Path, PurePath
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core.errors import BadRequest, EntryNotFound, MemorydError, NoProject
-from memoryd.core.projects import PROJECT_MARKERS, find_root, resolve_root, slug
+from memoryd.core.projects import PROJECT_MARKERS, find_root, slug
 from memoryd.project import ProjectMemory, recorded_root
 
 MAX_OPEN = 16
@@ -54,7 +54,11 @@ class ProjectRegistry:
         self.on_open: list[Callable[[ProjectMemory], None]] = []
         self._known: set[Path] | None = None  # roots ever held memory for, read once
 
-    def root_for(self, cwd: str | None) -> Path:
+    def root_for(self, cwd: str | None, *, named: bool = True) -> Path:
+        """The project ``cwd`` belongs to: the nearest folder at or above it holding a project
+        marker. A folder outside any project is a project of its own only when the user
+        ``named`` it: a command run in ``/tmp``, ``/`` or the home folder, or a session there,
+        must not create memory there."""
         if not cwd:
             raise BadRequest("the request names no project: send the client's working directory")
         if "\x00" in cwd or not os.path.isabs(cwd):
@@ -62,19 +66,20 @@ class ProjectRegistry:
         real = Path(os.path.realpath(cwd))
         if not real.is_dir():
             raise BadRequest(f"project directory {cwd} does not exist")
-        return Path(resolve_root(real, _has_marker))
-
-    def check_project(self, cwd: str | None) -> None:
-        """Refuse a folder outside any project that the user did not name: a command run in
-        ``/tmp``, ``/`` or the home folder must not create memory there."""
-        real = Path(self.root_for(cwd))  # the same checks of the path first
-        if find_root(Path(os.path.realpath(cwd or "")), _has_marker) is not None:
-            return
+        found = find_root(real, _has_marker)
+        if found is not None:
+            return Path(found)
+        if named:
+            return real
         markers = ", ".join(f"{m}/" for m in PROJECT_MARKERS)
         raise NoProject(
             f"{real} is not inside a project (no {markers} in it or above it): run in a "
             f"repository, create {real}/.memoryd/ to make it one, or name it with --project"
         )
+
+    def check_project(self, cwd: str | None) -> None:
+        """Refuse a folder outside any project that the user did not name."""
+        self.root_for(cwd, named=False)
 
     def resolves(self, cwd: str | None) -> bool:
         """Whether ``cwd`` lies inside a project."""
@@ -84,8 +89,8 @@ class ProjectRegistry:
             return False
         return True
 
-    def get(self, cwd: str | None) -> ProjectMemory:
-        root = self.root_for(cwd)
+    def get(self, cwd: str | None, *, named: bool = True) -> ProjectMemory:
+        root = self.root_for(cwd, named=named)
         project = self._open.get(root)
         if project is None:
             project = self._opener(root, self.data_root, self.settings, self._errors)

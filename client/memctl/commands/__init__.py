@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memctl import protocol
+from memctl.cli import add_global_options
 
 if TYPE_CHECKING:
     from memctl.cli import Session
@@ -60,8 +61,6 @@ class Commands:
         parser: argparse.ArgumentParser = sub.add_parser(
             name, help=short, description=description or short
         )
-        from memctl.cli import add_global_options
-
         add_global_options(parser, top=False)
         parser.set_defaults(func=run)
         self.sends[name if parent is None else f"{parent.name} {name}"] = sends
@@ -69,8 +68,6 @@ class Commands:
 
     def group(self, name: str, help: str) -> Group:
         parser = self._sub.add_parser(name, help=help, description=help)
-        from memctl.cli import add_global_options
-
         add_global_options(parser, top=False)  # `memctl bank --json list` works too
         actions = parser.add_subparsers(dest=f"{name}_action", required=True, metavar="ACTION")
         return Group(name, actions)

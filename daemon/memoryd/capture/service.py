@@ -292,8 +292,7 @@ class CaptureService:
             try:
                 # As for commands: a session in a folder outside any project (a scratch
                 # folder, the home folder) creates no memory there.
-                self.registry.check_project(cwd)
-                project = self.registry.get(cwd)
+                project = self.registry.get(cwd, named=False)
             except MemorydError:
                 self.stats["unresolved_files"] += 1
                 return None

@@ -23,9 +23,3 @@ def find_root(cwd: PurePath, has_marker: Callable[[PurePath, str], bool]) -> Pur
         if any(has_marker(candidate, marker) for marker in PROJECT_MARKERS):
             return candidate
     return None
-
-
-def resolve_root(cwd: PurePath, has_marker: Callable[[PurePath, str], bool]) -> PurePath:
-    """The nearest ancestor of ``cwd`` (itself included) holding a project marker, else ``cwd``
-    (for a folder the user named explicitly)."""
-    return find_root(cwd, has_marker) or cwd

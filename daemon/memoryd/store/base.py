@@ -27,6 +27,7 @@ from memoryd.core.events import Episode, Event
 
 # A finding's id in the change log (and the search index): entries and findings share one log.
 FINDING_PREFIX = "f:"
+ID_PREFIX_LIMIT = 10  # entries an id prefix may name at most (enough to show an ambiguity)
 
 
 class StoreCorrupt(RuntimeError):
@@ -84,8 +85,8 @@ class Store(Protocol):
         ...
 
     def find_id_prefix(self, prefix: str) -> list[Entry]:
-        """At most 10 entries whose id starts with ``prefix`` (ASCII case-insensitive), in id
-        order."""
+        """At most ``ID_PREFIX_LIMIT`` entries whose id starts with ``prefix`` (ASCII
+        case-insensitive), in id order."""
         ...
 
     def find_keyword(self, keyword: str, limit: int) -> list[Entry]:

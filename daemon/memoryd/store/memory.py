@@ -45,9 +45,14 @@ from memoryd.core.events import (
     SessionInfo,
     SettingChanged,
 )
-from memoryd.store.base import FINDING_PREFIX, SessionRecord, StoreConflict, StoreCorrupt
+from memoryd.store.base import (
+    FINDING_PREFIX,
+    ID_PREFIX_LIMIT,
+    SessionRecord,
+    StoreConflict,
+    StoreCorrupt,
+)
 
-ID_PREFIX_LIMIT = 10
 Setting = int | float | str | None
 
 

@@ -43,7 +43,13 @@ from memoryd.core.events import (
     SessionFinalized,
     SettingChanged,
 )
-from memoryd.store.base import FINDING_PREFIX, SessionRecord, StoreConflict, StoreCorrupt
+from memoryd.store.base import (
+    FINDING_PREFIX,
+    ID_PREFIX_LIMIT,
+    SessionRecord,
+    StoreConflict,
+    StoreCorrupt,
+)
 from memoryd.store.migrations import migrate
 
 _COLUMNS = (
@@ -549,7 +555,9 @@ class SqliteStore:
 
     def find_id_prefix(self, prefix: str) -> list[Entry]:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        return self._select("id LIKE ? ESCAPE '\\'", (escaped + "%",), "ORDER BY id LIMIT 10")
+        return self._select(
+            "id LIKE ? ESCAPE '\\'", (escaped + "%",), f"ORDER BY id LIMIT {ID_PREFIX_LIMIT}"
+        )
 
     def find_keyword(self, keyword: str, limit: int) -> list[Entry]:
         escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
