@@ -297,3 +297,18 @@ def test_relative_times() -> None:
     ]  # fmt: skip
     assert ago(None) == "-" and ago(0.0, now=40_000_000.0) == "1y"
     assert table([["a", "bb", "x y"], ["ccc", "d", "z"]]) == "a    bb  x y\nccc  d   z"
+
+
+def test_only_the_command_run_is_built_and_the_rest_still_answers(env: Env) -> None:
+    """memctl builds just the parser of the command it runs (start-up of every command); an
+    unknown command still lists every choice, and --help every command."""
+    from memctl.cli import _parser
+
+    only_status = _parser(command="status")
+    assert only_status.parse_args(["status", "--json"]).json is True
+    wrong = memctl(env, "frobnicate")
+    assert wrong.code == 2 and "invalid choice" in wrong.stderr and "remember" in wrong.stderr
+    helped = memctl(env, "--help")
+    assert helped.code == 0 and all(c in helped.stdout for c in ("remember", "bank", "mcp"))
+    options = memctl(env, "bank", "write", "--help")
+    assert options.code == 0 and "--mode" in options.stdout

@@ -154,23 +154,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _parser(only_hook: bool = False) -> argparse.ArgumentParser:
+def _parser(only_hook: bool = False, command: str | None = None) -> argparse.ArgumentParser:
     """The command line. ``only_hook``: just the global options and ``hook``, which an agent runs
     on every prompt and tool call: building (and importing) every other command would add to
-    each."""
+    each. ``command``: build only that command's parser (the whole line when it is unknown, so
+    that argparse can list the choices)."""
     from memctl.commands import Commands
 
     parser = _Parser(prog="memctl", description="Talk to the memoryd daemon.")
     add_global_options(parser, top=True)
     parser.add_argument("--version", action="store_true", help="memctl's and the daemon's version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands = Commands(sub)
+    commands = Commands(sub, only=command)
     if only_hook:
         from memctl.commands import agents
 
         agents.register_hook(commands)
         return parser
     commands.register_all()
+    if command is not None and not commands.built:
+        return _parser()
     return parser
 
 
@@ -178,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if _command_of(words) == "hook":
         return _hook(words)
-    parser = _parser()
+    help_wanted = "-h" in words or "--help" in words
+    parser = _parser(command=None if help_wanted else _command_of(words))
     try:
         args = _checked(parser, words)
     except UsageError as exc:
