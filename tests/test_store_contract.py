@@ -37,6 +37,7 @@ from memoryd.core.events import (
     EntrySuperseded,
     EntryUnarchived,
     Episode,
+    FindingsDropped,
     FindingsRecorded,
     QuarantineReviewed,
     SessionFinalized,
@@ -395,14 +396,14 @@ def test_findings_are_recorded_with_their_session(store) -> None:
 def test_a_checkpoint_moves_the_cursor_and_refines_findings(store) -> None:
     first = _f("s1", "uses tantivy", 20, 0.4, tags=("x",))
     store.apply(FindingsRecorded(_info("s1", offset=30, parent_session_id="p"), (first,)), 1)
-    refined = _f("s1", "uses tantivy", 99, 0.8, tags=("y",), resolved_error=True)
+    refined = _f("s1", "uses tantivy", 99, 0.8, tags=("y",), resolved_error=True, accepted=True)
     later = _info("s1", offset=80, agent="codex", created_at=5.0)
     store.apply(FindingsRecorded(later, (refined,)), 2)
     session = store.session("s1")
     assert (session.transcript_offset, session.agent, session.created_at) == (80, "claude", 1.0)
     assert session.parent_session_id == "p"
     [held] = store.findings("s1")
-    assert (held.importance, held.resolved_error) == (0.8, True)  # refined
+    assert (held.importance, held.resolved_error, held.accepted) == (0.8, True, True)  # refined
     assert (held.offset, held.tags) == (20, ("x",))  # its origin stays
     assert store.finding_count() == 1
 
@@ -414,6 +415,37 @@ def test_a_second_finding_of_one_fingerprint_in_a_session_is_refused(store) -> N
     with pytest.raises(StoreConflict):
         store.apply(FindingsRecorded(_info("s1", offset=50), (_f("s1", "new", 40), clash)), 2)
     assert store.finding_count() == 1 and store.session("s1").transcript_offset == 0
+
+
+def test_the_final_pass_drops_what_checkpoints_found(store) -> None:
+    """Checkpoint findings the final pass no longer finds are deleted (and leave the change log
+    so the index drops them); one already promoted, or of another session, stays."""
+    stale, kept, promoted = _f("s1", "stale", 1), _f("s1", "kept", 2), _f("s1", "promoted", 3)
+    other = _f("s2", "stale", 1)
+    store.apply(FindingsRecorded(_info("s1"), (stale, kept, promoted)), 1)
+    store.apply(FindingsRecorded(_info("s2"), (other,)), 2)
+    store.apply(
+        SessionFinalized(
+            session_id="s1",
+            reason="idle",
+            finalized_at=5.0,
+            episode=_episode("s1", 5.0),
+            decisions=(),
+            promoted=(_e(1, "promoted", status="candidate"),),
+            promoted_from=((promoted.id, _e(1).id),),
+        ),
+        3,
+    )
+    drop = FindingsDropped(session_id="s1", ids=(stale.id, promoted.id, other.id, "missing"))
+    before = store.change_seq()
+    assert store.apply(drop, 4) == ["f:" + stale.id]
+    assert store.changed_since(before)[0] == ["f:" + stale.id]
+    assert store.findings("s1") == [kept, promoted]
+    assert store.findings("s2") == [other] and store.get_findings([stale.id]) == {}
+    assert store.apply(drop, 5) == [] and store.finding_count() == 3  # replay: nothing more
+    # The fingerprint is free again: a later pass may find the same text anew.
+    store.apply(FindingsRecorded(_info("s1", offset=9), (stale,)), 6)
+    assert store.finding_count() == 4
 
 
 def test_session_tier_and_spread(store) -> None:

@@ -96,6 +96,16 @@ class FindingsRecorded(msgspec.Struct, tag="findings_recorded", frozen=True):
     findings: tuple[SessionFinding, ...]
 
 
+class FindingsDropped(msgspec.Struct, tag="findings_dropped", frozen=True, kw_only=True):
+    """The final pass over a session no longer finds these checkpoint findings: a checkpoint
+    saw only a window of the session (an error before its fix, a guess before the diagnosis
+    that replaced it, an edit count since grown), and the final pass replaces what the windows
+    found. Deleted; a finding already promoted is kept (its entry names it)."""
+
+    session_id: str
+    ids: tuple[str, ...]
+
+
 class Episode(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     session_id: str
@@ -255,6 +265,7 @@ Event = (
     | AliasRemoved
     | SettingChanged
     | FindingsRecorded
+    | FindingsDropped
     | SessionFinalized
     | QuarantineReviewed
     | BankFileSynced

@@ -39,6 +39,7 @@ from memoryd.core.events import (
     EntryUnarchived,
     Episode,
     Event,
+    FindingsDropped,
     FindingsRecorded,
     QuarantineReviewed,
     SessionFinalized,
@@ -196,6 +197,8 @@ class MemoryStore:
             case FindingsRecorded(session=info, findings=found):
                 self._record_findings(info, found)
                 return [FINDING_PREFIX + f.id for f in found]
+            case FindingsDropped(session_id=session, ids=ids):
+                return self._drop_findings(session, ids)
             case SessionFinalized() as done:
                 return self._finalize(done)
             case QuarantineReviewed(outcomes=outcomes):
@@ -372,7 +375,22 @@ class MemoryStore:
                     confidence=f.confidence,
                     file_paths=f.file_paths,
                     resolved_error=f.resolved_error,
+                    accepted=f.accepted,
                 )
+
+    def _drop_findings(self, session: str, ids: Sequence[str]) -> list[str]:
+        # Only the session's own, and never one promoted: its entry's source points at it.
+        gone = sorted(
+            i
+            for i in set(ids)
+            if (held := self._findings.get(i)) is not None
+            and held.finding.session_id == session
+            and held.promoted_entry_id is None
+        )
+        for i in gone:
+            held = self._findings.pop(i)
+            self._finding_by_key.pop((session, held.finding.fingerprint), None)
+        return [FINDING_PREFIX + i for i in gone]
 
     def _finalize(self, done: SessionFinalized) -> list[str]:
         self._episodes[done.episode.id] = done.episode

@@ -114,7 +114,13 @@ _V4 = """
 CREATE TABLE forgotten (fingerprint TEXT PRIMARY KEY, forgotten_at REAL NOT NULL) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# A finding the user accepted: the agent said it and the user's next words went on without
+# correcting it (issue 19); a promotion signal.
+_V5 = """
+ALTER TABLE findings ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -38,6 +38,7 @@ from memoryd.core.events import (
     EntryUnarchived,
     Episode,
     Event,
+    FindingsDropped,
     FindingsRecorded,
     QuarantineReviewed,
     SessionFinalized,
@@ -60,7 +61,7 @@ _COLUMNS = (
 _INSERT = f"INSERT INTO entries ({_COLUMNS}) VALUES ({', '.join('?' * 17)})"
 _FINDING_COLUMNS = (
     "id, fingerprint, content, category, importance, confidence, rule_id, agent, session_id,"
-    " transcript_offset, file_paths, tags, user_intent, resolved_error"
+    " transcript_offset, file_paths, tags, user_intent, resolved_error, accepted"
 )
 _json_list = msgspec.json.Decoder(tuple[str, ...])
 _json_source = msgspec.json.Decoder(Source)
@@ -262,6 +263,8 @@ class SqliteStore:
             case FindingsRecorded(session=info, findings=found):
                 self._record_findings(info, found)
                 return [FINDING_PREFIX + f.id for f in found]
+            case FindingsDropped(session_id=session, ids=ids):
+                return self._drop_findings(session, ids)
             case SessionFinalized() as done:
                 return self._finalize(done)
             case QuarantineReviewed(outcomes=outcomes):
@@ -328,10 +331,11 @@ class SqliteStore:
             ),
         )
         conn.executemany(
-            f"INSERT INTO findings ({_FINDING_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+            f"INSERT INTO findings ({_FINDING_COLUMNS}) VALUES ({', '.join('?' * 15)})"
             " ON CONFLICT(id) DO UPDATE SET content=excluded.content,"
             " importance=excluded.importance, confidence=excluded.confidence,"
-            " file_paths=excluded.file_paths, resolved_error=excluded.resolved_error",
+            " file_paths=excluded.file_paths, resolved_error=excluded.resolved_error,"
+            " accepted=excluded.accepted",
             [
                 (
                     f.id,
@@ -348,10 +352,27 @@ class SqliteStore:
                     _encode(f.tags).decode(),
                     int(f.user_intent),
                     int(f.resolved_error),
+                    int(f.accepted),
                 )
                 for f in found
             ],
         )
+
+    def _drop_findings(self, session: str, ids: Sequence[str]) -> list[str]:
+        # Only the session's own, and never one promoted: its entry's source points at it.
+        gone: list[str] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            gone += (
+                i
+                for (i,) in self._conn.execute(
+                    "SELECT id FROM findings WHERE session_id=? AND promoted_entry_id IS NULL"
+                    f" AND id IN ({','.join('?' * len(chunk))})",
+                    (session, *chunk),
+                )
+            )
+        self._conn.executemany("DELETE FROM findings WHERE id=?", [(i,) for i in gone])
+        return [FINDING_PREFIX + i for i in sorted(set(gone))]
 
     def _finalize(self, done: SessionFinalized) -> list[str]:
         conn, ep = self._conn, done.episode
@@ -437,6 +458,7 @@ class SqliteStore:
                 tags=_json_list.decode(r[11]),
                 user_intent=bool(r[12]),
                 resolved_error=bool(r[13]),
+                accepted=bool(r[14]),
             )
             for r in rows
         ]

@@ -36,6 +36,8 @@ class SessionFinding(msgspec.Struct, frozen=True, kw_only=True):
     tags: tuple[str, ...] = ()
     user_intent: bool = False
     resolved_error: bool = False
+    # The agent said it and the user's next words went on without correcting it.
+    accepted: bool = False
 
 
 # What a session did, not what it learnt: these feed its episode, never project memory.
