@@ -298,3 +298,53 @@ def test_a_finalized_session_leaves_its_candidates_not_its_raw_findings(
     assert start["tokens"]["tiers"]["session"] == 0
     unrelated = ok_json(env, "inject", "--query", "MDX build fails on URLs in angle brackets")
     assert unrelated["entries"] == []
+
+
+def _tool_use(env: Env, n: int, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    record = _record(env, "assistant", "", n)
+    record["message"]["content"] = [
+        {"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": tool_input}
+    ]
+    return record
+
+
+def _tool_result(env: Env, n: int, text: str, is_error: bool = False) -> dict[str, Any]:
+    record = _record(env, "user", "", n)
+    record["message"]["content"] = [
+        {"type": "tool_result", "tool_use_id": f"toolu_{n - 1}", "content": text,
+         "is_error": is_error}
+    ]  # fmt: skip
+    return record
+
+
+def test_the_final_pass_replaces_what_a_checkpoint_found(env: Env) -> None:
+    """Issue 19: a checkpoint over the first messages records a diagnosis that a later one
+    replaced before the fix; after SessionEnd it is gone (store, search), and the audit log
+    says why (findings_dropped)."""
+    guess = "The problem is the cart cache key."
+    right = "The real problem was the stale lockfile in the build folder."
+    daemon = Daemon(env, {"MEMORYD_CAPTURE__CHECKPOINT_EVERY": "2"}).start()
+    try:
+        path = _transcript(env)
+        _append(path, [_record(env, "user", "The checkout build fails again.", 0),
+                       _record(env, "assistant", guess, 1)])  # fmt: skip
+        until(lambda: _found(env, "cart cache key", guess), "the checkpoint's guess")
+        _append(
+            path,
+            [
+                _record(env, "assistant", right, 2),
+                _tool_use(env, 3, "Edit", {"file_path": str(env.project / "build.sh"),
+                                           "old_string": "a", "new_string": "rm -f .lock"}),
+                _tool_result(env, 4, "The file build.sh has been updated."),
+                _tool_use(env, 5, "Bash", {"command": "make build"}),
+                _tool_result(env, 6, "built in 2s"),
+            ],
+        )  # fmt: skip
+        assert _session_end(env, path).finalized is True
+        assert not _found(env, "cart cache key", guess)
+        assert _found(env, "stale lockfile", right)
+        audit = [json.loads(line) for line in memctl(env, "audit", "-n", "50").stdout.splitlines()]
+        (dropped,) = [e["event"] for e in audit if e["event"]["type"] == "findings_dropped"]
+        assert dropped["session_id"] == SESSION and len(dropped["ids"]) == 1
+    finally:
+        daemon.stop()

@@ -40,7 +40,7 @@ from memoryd.core.capture.promotion import Preset
 from memoryd.core.capture.rules import ExtractionRule
 from memoryd.core.capture.transcript import Agent, Message
 from memoryd.core.errors import MemorydError
-from memoryd.core.events import FindingsRecorded, SessionInfo
+from memoryd.core.events import FindingsDropped, FindingsRecorded, SessionInfo
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
 
@@ -78,7 +78,7 @@ class LiveSession:
     messages: list[Message] = field(default_factory=list)
     pending: int = 0
     project_root: str | None = None
-    recorded: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    recorded: dict[str, tuple[str, float, bool, bool]] = field(default_factory=dict)
     finalized: bool = False
     inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
     closed_before: bool = False  # finalized at least once in this run
@@ -297,10 +297,7 @@ class CaptureService:
                 self.stats["unresolved_files"] += 1
                 return None
             live.project_root = str(project.root)
-            live.recorded = {
-                f.id: (f.content, f.importance, f.resolved_error)
-                for f in project.session_findings(live.session_id)
-            }
+            live.recorded = {f.id: _key(f) for f in project.session_findings(live.session_id)}
             return project
         return self.registry.get(live.project_root)
 
@@ -326,7 +323,21 @@ class CaptureService:
         if changed:
             project.commit(FindingsRecorded(self._session_info(live), changed))
             live.recorded.update((f.id, _key(f)) for f in changed)
+        if full:
+            self._drop_stale(live, project, findings)
         return findings
+
+    def _drop_stale(
+        self, live: LiveSession, project: ProjectMemory, findings: list[SessionFinding]
+    ) -> None:
+        """The final pass replaces what the checkpoints found: a window saw only part of the
+        arc (an error before its fix, a guess before the diagnosis that replaced it)."""
+        kept = {f.id for f in findings if session_memory_keeps(f, final=True)}
+        stale = tuple(sorted(set(live.recorded) - kept))
+        if stale:
+            project.commit(FindingsDropped(session_id=live.session_id, ids=stale))
+            for finding_id in stale:
+                del live.recorded[finding_id]
 
     def _paths(self, live: LiveSession) -> ProjectPaths:
         """How this session's texts name paths: relative to its project, never the home."""
@@ -479,5 +490,5 @@ def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:
         total[kind] = total.get(kind, 0) + n
 
 
-def _key(f: SessionFinding) -> tuple[str, float, bool]:
-    return (f.content, f.importance, f.resolved_error)
+def _key(f: SessionFinding) -> tuple[str, float, bool, bool]:
+    return (f.content, f.importance, f.resolved_error, f.accepted)
