@@ -980,3 +980,69 @@ def test_a_users_request_with_an_object_is_kept_a_bare_one_is_not() -> None:
     (finding,) = extract([user(said)])
     assert (finding.rule_id, finding.content, finding.user_intent) == ("user.request", said, True)
     assert extract([user("please fix these")]) == []
+
+
+# --------------------------------------------------------------------------- what the user accepted
+
+# The agent's summary of a turn and the user's next prompt (JSSoundRecorder sample, abridged).
+SUMMARY = (
+    "Perfect! I've successfully modernized the Web Audio APIs for cross-browser compatibility."
+    " Here's what I updated:\n## ✅ Changes Made\n"
+    "### 1. **Modern getUserMedia API** ([recordLive.js:108-124](js/recordLive.js#L108-L124))\n"
+    "- Changed from callback-based `navigator.getUserMedia` to Promise-based"
+    " `navigator.mediaDevices.getUserMedia`\n"
+    "- Made init function `async` for cleaner error handling\n"
+    "### 3. **Modern Filter API** ([drone.js:23](js/drone.js#L23))\n"
+    "- Changed from deprecated `filter.BANDPASS` constant to modern `'bandpass'` string\n"
+    "Would you like me to tackle that next?"
+)
+
+
+def test_what_the_agent_changed_is_kept_when_the_user_goes_on_from_it() -> None:
+    found = extract(_session(assistant(SUMMARY), user("Let's also Migrate to AudioWorklet")))
+    changes = [f for f in found if f.rule_id == "decision.accepted_change"]
+    assert [f.content for f in changes] == [
+        "Modern getUserMedia API (recordLive.js:108-124): Changed from callback-based"
+        " `navigator.getUserMedia` to Promise-based `navigator.mediaDevices.getUserMedia`",
+        "Modern Filter API (drone.js:23): Changed from deprecated `filter.BANDPASS` constant to"
+        " modern `'bandpass'` string",
+    ]
+    assert all(f.accepted and f.category == "decision" and f.offset == 100 for f in changes)
+    assert not any(f.accepted for f in found if f.user_intent)  # the user's own words: intent
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        [],  # the session ended on it: nobody accepted anything
+        [user("No, that's wrong: keep the callback API for old Safari")],
+        [user("It still doesn't work in Firefox")],
+        [user("[Request interrupted by user]", injected=True), user("Let's do the drone first")],
+    ],
+)
+def test_what_the_user_did_not_accept_is_not_kept(after: list[Msg]) -> None:
+    found = extract(_session(assistant(SUMMARY), *after))
+    assert not [f for f in found if f.rule_id == "decision.accepted_change" or f.accepted]
+
+
+def test_a_declined_tool_use_after_the_reply_accepts_nothing() -> None:
+    found = extract(
+        _session(
+            assistant(SUMMARY),
+            run("npm install"),
+            outcome("npm install", error=True, output=DECLINED),
+            user("use pnpm"),
+        )
+    )
+    assert not [f for f in found if f.accepted]
+
+
+def test_an_accepted_reply_marks_the_agents_other_findings_too() -> None:
+    said = (
+        "**Project Nature**: Pure client-side web audio app.\n- The pricing service is"
+        " responsible for currency conversion."
+    )
+    (finding,) = extract(_session(assistant(said), user("OK, let's fix the broken APIs first")))
+    assert finding.rule_id == "architecture.structure" and finding.accepted
+    (alone,) = extract([assistant(said)])
+    assert not alone.accepted

@@ -77,6 +77,7 @@ def decide(found: SessionFinding, preset: Preset = "balanced", **kw: Any) -> Pro
         ("error-resolution", finding(resolved_error=True, category="error"), {}),
         ("multi-agent", finding(), {"agents": {"codex"}}),
         ("high-importance", finding(importance=0.7), {}),
+        ("user-accepted", finding(accepted=True), {}),
     ],
 )
 def test_each_signal_alone(signal: str, found: SessionFinding, context: dict[str, Any]) -> None:
@@ -92,6 +93,7 @@ def test_a_sub_agent_is_not_a_second_session() -> None:
 
 
 def test_signal_points_are_the_seeds() -> None:
+    """The seed's six signals, and issue 19's: what the user accepted."""
     assert dict(SIGNAL_POINTS) == {
         "user-intent": 5,
         "explicit-pin": 5,
@@ -99,7 +101,15 @@ def test_signal_points_are_the_seeds() -> None:
         "error-resolution": 2,
         "multi-agent": 1,
         "high-importance": 1,
+        "user-accepted": 2,
     }
+
+
+def test_what_the_user_accepted_reaches_aggressive_not_balanced_alone() -> None:
+    accepted = finding(accepted=True, importance=0.6)
+    assert decide(accepted, "aggressive").promoted
+    assert not decide(accepted, "balanced").promoted  # 2 points < 3
+    assert decide(finding(accepted=True, importance=0.7), "balanced").promoted
 
 
 def test_own_session_and_agent_do_not_count_twice() -> None:

@@ -19,12 +19,19 @@ from typing import Any, Protocol
 import msgspec
 
 from memoryd.core.capture.findings import FindingSink, Origin, SessionFinding, truncate
-from memoryd.core.capture.harness import HEDGE, is_declined, is_interruption, user_words
+from memoryd.core.capture.harness import (
+    HEDGE,
+    dissents,
+    is_declined,
+    is_interruption,
+    user_words,
+)
 from memoryd.core.capture.rules import (
     DEFAULT_RULES,
     CompiledRule,
     ExtractionRule,
     RoleRules,
+    RulePlan,
     When,
     load_user_rules,
     plan_rules,
@@ -85,14 +92,22 @@ def extract(
     sink = FindingSink(redact, paths)
     tools = ToolOutcomes(plan.tool_calls, plan.tool_errors, sink)
     # The arc around the user's words: a prompt right after a declined or interrupted tool use
-    # is a correction; a short reply is read with what the agent had just said.
+    # is a correction; a short reply is read with what the agent had just said; a prompt that
+    # goes on without correcting the agent accepts the agent's last words before it.
     refused = False
     said_last = ""
+    reply: tuple[MessageLike, Origin] | None = None
+    accepted: set[int] = set()
     for message in messages:
         if message.injected:
             refused = refused or (message.role == "user" and is_interruption(message.text))
             continue
         origin = Origin(message.agent, message.session_id, message.offset)
+        if message.role == "user" and message.text.strip():
+            if reply is not None and not refused and not dissents(message.text):
+                _accepted_findings(*reply, plan.accepted, sink)
+                accepted.add(reply[1].offset)
+            reply = None
         role = plan.prose.get(message.role)
         if role is not None and message.text:
             when: When = "correction" if refused and message.role == "user" else "any"
@@ -102,8 +117,12 @@ def extract(
             else:
                 said_last = message.text
                 tools.note_prose(message.text)
+        if message.role == "assistant" and message.text.strip():
+            reply = (message, origin)
         for result in message.tool_results:
             words = user_words(result.text)
+            if is_declined(result.text):
+                reply = None  # the user stopped what the agent was doing: nothing accepted
             if words is not None and (user := plan.prose.get("user")) is not None:
                 declined = is_declined(result.text)
                 subject = tools.declined_subject(result) if declined else None
@@ -115,7 +134,29 @@ def extract(
             tools.observe(message.tool_calls, message.tool_results, origin)
     tools.finish()
     sink.revise(_judge_diagnoses(sink.findings(), tools.edits_at, tools.passes_at))
+    sink.revise(_mark_accepted(accepted, plan))
     return sink.findings()
+
+
+def _accepted_findings(
+    reply: MessageLike, origin: Origin, rules: RoleRules, sink: FindingSink
+) -> None:
+    """The rules that read only what the user accepted, over the agent's accepted words."""
+    _prose_findings(reply.text, reply.files, rules, origin, sink, "accepted")
+
+
+def _mark_accepted(
+    offsets: set[int], plan: RulePlan
+) -> Callable[[SessionFinding], SessionFinding | None]:
+    """Findings of the agent's prose said in a reply the user accepted carry the signal."""
+    prose_rules = {rx.rule.id for rx in (*plan.prose["assistant"].rules, *plan.accepted.rules)}
+
+    def mark(finding: SessionFinding) -> SessionFinding:
+        if finding.offset in offsets and finding.rule_id in prose_rules:
+            return msgspec.structs.replace(finding, accepted=True)
+        return finding
+
+    return mark
 
 
 UNCONFIRMED_FACTOR = 0.7
@@ -205,8 +246,13 @@ def _prose_findings(
         return
     every_line = any(not rx.keywords for rx in per_sentence)
     whole = " ".join(prose.split())
+    wants_heading = any("{heading}" in (rx.rule.template or "") for rx in per_sentence)
+    heading = under = ""
     # lower() never adds or removes a line break, so the two line lists stay aligned.
     for line, line_lowered in zip(prose.splitlines(), lowered.splitlines(), strict=False):
+        if wants_heading:
+            title = _heading(line)
+            heading, under = (title, "") if title is not None else (heading, heading)
         if not (every_line or any(k in line_lowered for k in present)):
             continue
         for sentence in sentences(line):
@@ -220,10 +266,32 @@ def _prose_findings(
             here = {k for k in present if k in low}
             for rx in per_sentence:
                 if rx.live(here) and (match := rx.regex.search(sentence)):
-                    found = rx.render(match, sentence, whole)
+                    own_label = _LABELLED.match(sentence) is not None
+                    found = rx.render(match, sentence, whole, "" if own_label else under)
                     if rx.rule.user_intent:
                         found += context
                     sink.add(rx.rule, found, origin, files)
+
+
+# A heading line: a markdown heading, or a list item that is only a bold title (with an
+# optional parenthesis such as the file it is about).
+_HEADING = re.compile(
+    r"^\s*(?:#{1,6}\s+(?P<h>.+?)|(?:(?:[-*+]|\d{1,3}[.)])\s+)?(?P<b>\*\*[^*]+\*\*\s*"
+    r"(?:\((?:[^()]|\([^()]*\))*\))?)\s*:?)\s*$"
+)
+_LINK = re.compile(r"\[([^\]]*)\]\([^)\s]*\)")
+# A sentence with a label of its own ("URL: removed the fallback") needs no heading.
+_LABELLED = re.compile(r"^[^:.!?]{1,60}:\s")
+
+
+def _heading(line: str) -> str | None:
+    """The title of a heading line, without its marks, or None for any other line."""
+    found = _HEADING.match(line)
+    if found is None:
+        return None
+    title = _LIST_MARKER.sub("", found.group("h") or found.group("b"))
+    title = _LINK.sub(r"\1", title).replace("**", "")
+    return " ".join(title.split()).rstrip(":") or None
 
 
 # Headings, bold, check marks and link targets: layout of the agent's reply, not its words.

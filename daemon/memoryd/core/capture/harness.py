@@ -36,6 +36,22 @@ HEDGE = re.compile(
 )
 
 
+# A user's words that do not accept what the agent just did: a refusal, a doubt, a report that
+# it still fails. Read at the start of the prompt (and anywhere for "still fails" reports).
+_DISSENT = re.compile(
+    r"(?i)^\W*(?:no\b|nope\b|wait\b|stop\b|hold\s+on|actually\b|hmm|undo\b|revert\b|wrong\b"
+    r"|not\s+(?:quite|what|right)\b|that'?s\s+(?:not|wrong)\b|this\s+is\s+(?:not|wrong)\b"
+    r"|why\s+(?:did|is|are|does|do|would)\b|(?:please\s+)?(?:don'?t|do\s+not)\b|but\b)"
+    r"|\b(?:doesn'?t|does\s+not|didn'?t|did\s+not)\s+work|\bnot\s+working\b|\bis\s+broken\b"
+    r"|\bstill\s+(?:broken|fails?|failing|not\b|doesn'?t|get(?:s|ting)?|see(?:s|ing)?|shows?)"
+)
+
+
+def dissents(prompt: str) -> bool:
+    """Whether a user's prompt corrects or doubts what the agent said just before it."""
+    return _DISSENT.search(prompt[:2000]) is not None
+
+
 def is_harness_error(text: str) -> bool:
     """Whether an error result is the harness's own refusal rather than the project's failure."""
     return _HARNESS.search(text[:2000]) is not None

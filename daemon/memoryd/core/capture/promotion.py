@@ -26,6 +26,7 @@ Signal = Literal[
     "error-resolution",
     "multi-agent",
     "high-importance",
+    "user-accepted",
 ]
 
 SIGNAL_POINTS: Mapping[Signal, int] = {
@@ -35,6 +36,9 @@ SIGNAL_POINTS: Mapping[Signal, int] = {
     "error-resolution": 2,
     "multi-agent": 1,
     "high-importance": 1,
+    # The agent said it and the user went on without correcting it: the aggressive preset's
+    # reach (2 points); the balanced one wants more (a high importance as well).
+    "user-accepted": 2,
 }
 HIGH_IMPORTANCE = 0.7
 
@@ -92,6 +96,8 @@ def signals_of(
         found.append("multi-agent")
     if finding.importance >= HIGH_IMPORTANCE:
         found.append("high-importance")
+    if finding.accepted:
+        found.append("user-accepted")
     return tuple(found)
 
 

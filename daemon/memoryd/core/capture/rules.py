@@ -16,10 +16,13 @@ become findings: ``match`` (one finding per matching unit, its content the unit 
 ``template``), ``file_edits`` (matching calls aggregated per file), ``todo_done`` (completed items
 of a todo-list call), ``error_fix`` (a failure paired with a later fix in the same session).
 Templates know ``{text}`` (the unit), ``{remainder}`` (the unit without the match),
-``{message}`` (the whole prose of the unit's message: a user's sentences lean on each other) and
+``{message}`` (the whole prose of the unit's message: a user's sentences lean on each other),
+``{heading}`` (the heading a list item without a label of its own stands under, with ": ") and
 the pattern's named groups. ``when`` narrows a user rule to one moment of the session's arc:
 ``correction`` is the user's first words after a declined or interrupted tool use (the reason
-given when declining, or the next prompt), ``answer`` the user's answers to a question tool.
+given when declining, or the next prompt), ``answer`` the user's answers to a question tool;
+``accepted`` narrows an assistant rule to the agent's last words before a prompt of the user's
+that goes on without correcting them (what the user accepted).
 The category ``infer`` reads the category from the captured text
 (``memoryd.core.entries.infer_category``).
 """
@@ -39,7 +42,7 @@ from memctl.protocol import Category
 Target = Literal["user", "assistant", "tool_call", "tool_result_error"]
 Unit = Literal["sentence", "message"]
 Collect = Literal["match", "file_edits", "todo_done", "error_fix"]
-When = Literal["any", "correction", "answer"]
+When = Literal["any", "correction", "answer", "accepted"]
 
 RuleId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
 Score = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
@@ -71,7 +74,7 @@ def compiled(pattern: str) -> re.Pattern[str]:
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_BUILTIN_PLACEHOLDERS = frozenset({"text", "remainder", "message"})
+_BUILTIN_PLACEHOLDERS = frozenset({"text", "remainder", "message", "heading"})
 _ROLES = frozenset({"user", "assistant"})
 
 
@@ -90,7 +93,9 @@ class CompiledRule(NamedTuple):
             return None
         return self.regex.search(text)
 
-    def render(self, match: re.Match[str], text: str, message: str | None = None) -> str:
+    def render(
+        self, match: re.Match[str], text: str, message: str | None = None, heading: str = ""
+    ) -> str:
         """The rule's template filled from the match, or the unit text itself."""
         template = self.rule.template
         if template is None:
@@ -102,6 +107,8 @@ class CompiledRule(NamedTuple):
                 return text
             if name == "message":
                 return text if message is None else message
+            if name == "heading":
+                return f"{heading}: " if heading else ""
             if name == "remainder":
                 return f"{text[: match.start()]} {text[match.end() :]}"
             return match.group(name) or ""
@@ -117,11 +124,13 @@ class RoleRules(NamedTuple):
 
 
 class RulePlan(NamedTuple):
-    """A rule set compiled and grouped by what each rule looks at."""
+    """A rule set compiled and grouped by what each rule looks at. ``accepted`` holds the
+    assistant rules that read only what the user accepted; ``prose`` the others."""
 
     prose: Mapping[str, RoleRules]
     tool_calls: tuple[CompiledRule, ...]
     tool_errors: tuple[CompiledRule, ...]
+    accepted: RoleRules
 
 
 @lru_cache(maxsize=16)
@@ -133,8 +142,8 @@ def plan_rules(rules: tuple[ExtractionRule, ...]) -> RulePlan:
             if target in r.applies_to
         )
 
-    def for_role(role: Target) -> RoleRules:
-        chosen = having(role)
+    def for_role(role: Target, accepted: bool = False) -> RoleRules:
+        chosen = tuple(rx for rx in having(role) if (rx.rule.when == "accepted") == accepted)
         keywords = sorted({k for rx in chosen for k in rx.keywords})
         return RoleRules(chosen, tuple(keywords))
 
@@ -142,6 +151,7 @@ def plan_rules(rules: tuple[ExtractionRule, ...]) -> RulePlan:
         prose={"user": for_role("user"), "assistant": for_role("assistant")},
         tool_calls=having("tool_call"),
         tool_errors=having("tool_result_error"),
+        accepted=for_role("assistant", accepted=True),
     )
 
 
@@ -165,8 +175,10 @@ def rule_problem(rule: ExtractionRule) -> str | None:
     if rule.user_intent and targets != {"user"}:
         # Only the user can ask to remember; an agent echoing "remember:" must not bypass filters.
         return "user_intent rules must apply to ['user'] only"
-    if rule.when != "any" and targets != {"user"}:
-        return "'when' narrows user rules only: applies_to must be ['user']"
+    if rule.when == "accepted" and targets != {"assistant"}:
+        return "'when' = 'accepted' narrows assistant rules only: applies_to must be ['assistant']"
+    if rule.when in ("correction", "answer") and targets != {"user"}:
+        return f"'when' = {rule.when!r} narrows user rules only: applies_to must be ['user']"
     if rule.template is not None:
         if rule.collect != "match":
             return f"a template has no effect with collect {rule.collect!r}"
@@ -356,6 +368,18 @@ DEFAULT_RULES: tuple[ExtractionRule, ...] = (
     _rule(
         "user.answer", "decision", ["user"], r"→\s*\S", 0.8, 0.8, ["→"],
         unit="message", when="answer", user_intent=True,
+    ),
+    # What the agent changed, said in the reply the user then accepted (issue 19): "changed
+    # from X to Y", "replaced X with Y", "removed the X fallback". A session that migrates or
+    # modernises code says its decisions this way, in the summary the user goes on from.
+    _rule(
+        "decision.accepted_change", "decision", ["assistant"],
+        r"\b(?:(?:changed|switched|moved|migrated|upgraded|bumped)\s+(?:\S+\s+){0,6}?from\s+\S"
+        r".*?\bto\b|replaced\s+\S.*?\bwith\b|instead\s+of\b|no\s+longer\b"
+        r"|(?:^|:\s+)removed\s+\S)",
+        0.6, 0.6, ["changed", "switched", "moved", "migrated", "upgraded", "bumped", "replaced",
+                   "instead", "no longer", "removed"],
+        when="accepted", template="{heading}{text}",
     ),
     _rule(
         "progress.done", "task_progress", ["assistant"],
