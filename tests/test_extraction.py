@@ -1046,3 +1046,21 @@ def test_an_accepted_reply_marks_the_agents_other_findings_too() -> None:
     assert finding.rule_id == "architecture.structure" and finding.accepted
     (alone,) = extract([assistant(said)])
     assert not alone.accepted
+
+
+def test_near_duplicates_merge_into_the_latest_wording() -> None:
+    # deep-manifest: the plan and the closing summary say the same convention.
+    plan = "- Same `//` path separator convention for consistency"
+    summary = "- Same `//` path separator convention for consistency with ZIP handling"
+    found = extract(_session(assistant(plan), assistant("Now let me run the tests:"),
+                             assistant(summary)))  # fmt: skip
+    (finding,) = found
+    assert finding.content == summary.lstrip("- ") and finding.offset == 300
+    # A user's statement outranks the agent's near copy of it, whichever came first.
+    said = "We should keep the same path separator convention for nested archives"
+    echo = "You should keep the same path separator convention for nested archives, noted."
+    (kept,) = extract(_session(user(said), assistant(echo)))
+    assert kept.user_intent and kept.content == said
+    # Two statements sharing a few words are two facts.
+    other = "Same `//` path separator in the manifest of every archive entry"
+    assert len(extract(_session(assistant(plan), assistant(other + " convention")))) == 2

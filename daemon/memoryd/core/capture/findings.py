@@ -95,8 +95,31 @@ def _mentioned(files: Sequence[str], text: str) -> tuple[str, ...]:
     return tuple(f for f in files if f and (f in text or f.rsplit("/", 1)[-1] in text))
 
 
+# Near-duplicates: two statements of at least this many words, nearly all the words of the
+# shorter in the longer, and at least half of the longer's in the shorter.
+NEAR_MIN_WORDS = 5
+NEAR_CONTAINED = 0.8
+NEAR_SHARED = 0.5
+_WORD = re.compile(r"[^\W_]+(?:[-_.'][^\W_]+)*")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+def _near_duplicates(a: frozenset[str], b: frozenset[str]) -> bool:
+    if len(a) < NEAR_MIN_WORDS or len(b) < NEAR_MIN_WORDS:
+        return False
+    shared = len(a & b)
+    return shared >= NEAR_CONTAINED * min(len(a), len(b)) and shared >= NEAR_SHARED * max(
+        len(a), len(b)
+    )
+
+
 class FindingSink:
-    """Keeps one finding per fingerprint: the most important, the earliest among equals."""
+    """Keeps one finding per fingerprint: the most important, the earliest among equals. A
+    statement that nearly repeats a kept one is the same fact: the more important is kept, the
+    later wording among equals (the one the session ended with)."""
 
     def __init__(
         self, redact: Callable[[str], str] | None, paths: Callable[[str], str] | None = None
@@ -107,6 +130,7 @@ class FindingSink:
         self._seq = 0
         # The same text recurs within a session (todo lists are re-sent whole); hash it once.
         self._fingerprints: dict[str, str] = {}
+        self._word_sets: dict[str, frozenset[str]] = {}
 
     def add(
         self,
@@ -153,11 +177,31 @@ class FindingSink:
         rank = (finding.importance, finding.user_intent, resolved)
         self._seq += 1
         slot = fp if key is None else f"key\x1f{key}"
+        if key is None and rule.collect == "match" and slot not in self._best:
+            slot = self._near(content) or slot
         current = self._best.get(slot)
-        # One fact in other words: the latest wording wins a tie (a later fix is the one that held).
-        if current is None or rank > current[0] or (key is not None and rank == current[0]):
+        # One fact in other words: the latest wording wins a tie (a later fix is the one that
+        # held, a summary's wording the one the session ended with).
+        latest = key is not None or slot != fp
+        if current is None or rank > current[0] or (latest and rank == current[0]):
             self._best[slot] = (rank, self._seq, finding)
         return True
+
+    def _near(self, content: str) -> str | None:
+        """The slot of a kept statement that says nearly the same as ``content`` (the same
+        sentence said again with a few words more or less), so one fact is one finding."""
+        words = _words(content)
+        if len(words) < NEAR_MIN_WORDS:
+            return None
+        for slot, (_rank, _seq, kept) in self._best.items():
+            if slot.startswith("key\x1f"):
+                continue
+            other = self._word_sets.get(kept.content)
+            if other is None:
+                other = self._word_sets[kept.content] = _words(kept.content)
+            if _near_duplicates(words, other):
+                return slot
+        return None
 
     def revise(self, judge: Callable[[SessionFinding], SessionFinding | None]) -> None:
         """Replace each finding by what ``judge`` makes of it, or drop it on None: a judgement
