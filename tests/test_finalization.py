@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 
+from memoryd.capture import parsers
 from memoryd.core.capture.finalization import SessionClose, plan_finalization
 from memoryd.core.capture.transcript import Message
 from test_promotion import finding
@@ -57,3 +59,34 @@ def test_one_episode_per_session_whatever_the_closing() -> None:
     assert first.episode.id == again.episode.id
     assert first.episode.session_id == "s1"
     assert first.episode.goal == "SHIP THE LOGIN FIX"  # text goes through the redactor
+
+
+def _subagent_messages(prompt: str, answer: str) -> tuple[str, list[Message]]:
+    """A Claude Code sub-agent transcript (<session>/subagents/agent-<id>.jsonl), as parsed."""
+    path = "/h/.claude/projects/-w-app/5f0c2a9e/subagents/agent-a1b2c3.jsonl"
+    envelope = {"sessionId": "5f0c2a9e", "agentId": "a1b2c3", "isSidechain": True, "cwd": "/w/app"}
+    lines = [
+        {**envelope, "type": "user", "message": {"role": "user", "content": prompt}},
+        {**envelope, "type": "assistant",
+         "message": {"role": "assistant", "content": [{"type": "text", "text": answer}]}},
+    ]  # fmt: skip
+    state = parsers.new_state("claude", path)
+    messages: list[Message] = []
+    for n, line in enumerate(lines):
+        messages += parsers.parse_line("claude", json.dumps(line).encode(), n * 100, state)
+    return f"{state.session_id}/{state.subagent_id}", messages
+
+
+def test_a_sub_agents_warm_up_makes_no_episode_and_promotes_nothing() -> None:
+    greeting = (
+        "I'm ready to help you search and explore the codebase. I'm Claude Code's file search"
+        " specialist. What would you like me to find?"
+    )
+    session, messages = _subagent_messages("Warmup", greeting)
+    assert session == "5f0c2a9e/a1b2c3"
+    event = _plan(_close(session_id=session, messages=messages))
+    assert event.episode is None and event.decisions == () and event.promoted == ()
+    # A sub-agent that worked has its episode; so has a main session, whatever its prompt.
+    worked, work = _subagent_messages("Find where the tokenizer renders ruby text", greeting)
+    assert _plan(_close(session_id=worked, messages=work)).episode is not None
+    assert _plan(_close(messages=messages)).episode is not None

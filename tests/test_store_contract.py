@@ -491,6 +491,16 @@ def test_finalizing_promotes_and_is_safe_to_replay(store) -> None:
     assert len(store.episodes(5)) == 1 and store.counts().candidate == 1
 
 
+def test_a_session_finalized_without_an_episode(store) -> None:
+    """A sub-agent's warm-up closes with no episode: the session is finalized, nothing else."""
+    store.apply(FindingsRecorded(_info("s1/a1"), ()), 1)
+    done = SessionFinalized(
+        session_id="s1/a1", reason="idle", finalized_at=9.0, episode=None, decisions=(), promoted=()
+    )
+    assert store.apply(done, 2) == []
+    assert store.episodes(5) == [] and store.session("s1/a1").finalized_at == 9.0
+
+
 def test_episodes_latest_first(store) -> None:
     for seq, (session, ended) in enumerate(
         [("s1", 10.0), ("s2", None), ("s3", 30.0), ("s4", 20.0)], start=1

@@ -130,7 +130,7 @@ class SessionFinalized(msgspec.Struct, tag="session_finalized", frozen=True):
     session_id: str
     reason: str
     finalized_at: float
-    episode: Episode
+    episode: Episode | None  # None: a session with nothing to tell (a sub-agent's warm-up)
     decisions: tuple[PromotionDecision, ...]
     promoted: tuple[Entry, ...]
     promoted_from: tuple[tuple[str, str], ...] = ()  # (finding id, entry id)

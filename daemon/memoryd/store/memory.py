@@ -393,7 +393,8 @@ class MemoryStore:
         return [FINDING_PREFIX + i for i in gone]
 
     def _finalize(self, done: SessionFinalized) -> list[str]:
-        self._episodes[done.episode.id] = done.episode
+        if done.episode is not None:
+            self._episodes[done.episode.id] = done.episode
         taken: set[str] = set()
         for e in done.promoted:
             # A replayed event, or an entry remembered by hand meanwhile, is skipped quietly.

@@ -374,9 +374,8 @@ class SqliteStore:
         self._conn.executemany("DELETE FROM findings WHERE id=?", [(i,) for i in gone])
         return [FINDING_PREFIX + i for i in sorted(set(gone))]
 
-    def _finalize(self, done: SessionFinalized) -> list[str]:
-        conn, ep = self._conn, done.episode
-        conn.execute(
+    def _put_episode(self, ep: Episode) -> None:
+        self._conn.execute(
             "INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 ep.id,
@@ -395,6 +394,11 @@ class SqliteStore:
                 _encode(ep.tags).decode(),
             ),
         )
+
+    def _finalize(self, done: SessionFinalized) -> list[str]:
+        conn = self._conn
+        if done.episode is not None:
+            self._put_episode(done.episode)
         # OR IGNORE: a replayed event, or an entry remembered by hand meanwhile, must not fail.
         conn.executemany(
             _INSERT.replace("INSERT", "INSERT OR IGNORE", 1),

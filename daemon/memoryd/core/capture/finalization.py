@@ -12,6 +12,7 @@ import msgspec
 
 from memoryd.core.capture.episodes import build_episode
 from memoryd.core.capture.findings import EPISODE_ONLY, SessionFinding, finding_id
+from memoryd.core.capture.harness import is_warmup
 from memoryd.core.capture.promotion import Preset, candidate_entry, plan_promotion
 from memoryd.core.capture.transcript import Message
 from memoryd.core.events import SessionFinalized
@@ -42,6 +43,16 @@ def plan_finalization(
     redact: Callable[[str], str],
 ) -> SessionFinalized:
     """The event that closes ``close``'s session. ``new_id`` names each promoted entry."""
+    if _warmup(close):
+        # A sub-agent's warm-up greets and stops: no episode, nothing learnt (issue 19).
+        return SessionFinalized(
+            session_id=close.session_id,
+            reason=close.reason,
+            finalized_at=now,
+            episode=None,
+            decisions=(),
+            promoted=(),
+        )
     # Edits and progress tell the episode what happened; they are never entries (issue 19).
     learnt = [f for f in close.findings if f.category not in EPISODE_ONLY]
     decisions = plan_promotion(
@@ -81,3 +92,11 @@ def plan_finalization(
         promoted=tuple(promoted),
         promoted_from=tuple(promoted_from),
     )
+
+
+def _warmup(close: SessionClose) -> bool:
+    """A sub-agent ("<session>/<agent id>") whose every prompt is the harness's warm-up."""
+    if "/" not in close.session_id:
+        return False
+    prompts = [m.text for m in close.messages if m.role == "user" and m.text.strip()]
+    return all(is_warmup(p) for p in prompts)

@@ -52,6 +52,16 @@ def dissents(prompt: str) -> bool:
     return _DISSENT.search(prompt[:2000]) is not None
 
 
+# Claude Code starts a sub-agent with this one-word prompt to warm its cache; the sub-agent's
+# answer is a greeting, not work.
+_WARMUP = re.compile(r"(?i)^\s*warm-?up\s*$")
+
+
+def is_warmup(prompt: str) -> bool:
+    """Whether a user prompt is the harness's warm-up of a sub-agent."""
+    return _WARMUP.match(prompt) is not None
+
+
 def is_harness_error(text: str) -> bool:
     """Whether an error result is the harness's own refusal rather than the project's failure."""
     return _HARNESS.search(text[:2000]) is not None
