@@ -133,12 +133,39 @@ def load_session(path: Path) -> SessionLabels:
     return SessionLabels(data["session"], data["sample"], data["project"], items)
 
 
+NOT_SESSIONS = frozenset({"junk.toml", "queries.toml"})
+
+
 def load_all(folder: Path = LABELS) -> list[SessionLabels]:
-    sessions = [load_session(p) for p in sorted(folder.glob("*.toml")) if p.name != "junk.toml"]
+    sessions = [
+        load_session(p) for p in sorted(folder.glob("*.toml")) if p.name not in NOT_SESSIONS
+    ]
     ids = [item.id for s in sessions for item in s.items]
     if len(ids) != len(set(ids)):
         raise LabelError(f"duplicate item ids: {sorted({i for i in ids if ids.count(i) > 1})}")
     return sessions
+
+
+@dataclass(frozen=True)
+class Query:
+    """A teammate's question (``inject --query``) and the label items that answer it."""
+
+    project: str
+    text: str
+    want: tuple[str, ...]
+
+
+def load_queries(folder: Path = LABELS, sessions: list[SessionLabels] | None = None) -> list[Query]:
+    """The labelled queries; each names a labelled project and items of that project."""
+    data = tomllib.loads((folder / "queries.toml").read_text(encoding="utf-8"))
+    known = {s.project: {i.id for i in s.items} for s in (sessions or load_all(folder))}
+    queries = []
+    for n, raw in enumerate(data["query"]):
+        query = Query(raw["project"], raw["text"], tuple(raw["want"]))
+        if query.project not in known or not set(query.want) <= known[query.project]:
+            raise LabelError(f"query {n} ({query.text!r}): unknown project or item")
+        queries.append(query)
+    return queries
 
 
 def load_junk(folder: Path = LABELS) -> list[JunkPattern]:

@@ -30,8 +30,10 @@ A payload item or an entry holds a label item when one of the item's rules match
 (tests/fixtures/capture_labels/README.md). Overall: ratios of the pooled counts, and the median
 of the per-session ratios. No timing is asserted; a run takes well under a minute.
 
+Then the relevance floor of ``inject --query`` on the labelled queries (bench/capture_queries.py).
+
     /tmp/venv/bin/python bench/capture_quality.py [--preset P …] [--details] [--json]
-        [--samples DIR]
+        [--samples DIR] [--no-queries]
 """
 
 from __future__ import annotations
@@ -53,17 +55,22 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.capture_labels import (
     JunkPattern,
+    Query,
     SessionLabels,
     junk_kind,
     load_all,
     load_junk,
+    load_queries,
     payload_units,
 )
+from bench.capture_queries import FLOORS, FloorScore, measure
+from bench.capture_queries import table as floor_table
 from tests.conftest import Daemon, Env, make_env, memctl
 
 from memctl import protocol as p
 from memctl.transport import Client
 from memoryd.capture import parsers
+from memoryd.core.recall.retrieval import RetrievalConfig
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
 PRESETS = ("balanced", "aggressive")
@@ -208,7 +215,10 @@ def _findings(env: Env, session: str) -> list[dict[str, Any]]:
     return rows
 
 
-def run_preset(preset: str, sessions: list[SessionLabels], samples: Path) -> list[Captured]:
+def run_preset(
+    preset: str, sessions: list[SessionLabels], samples: Path, queries: list[Query] | None = None
+) -> tuple[list[Captured], list[FloorScore]]:
+    """What the preset captured, and the relevance floor measured on ``queries``."""
     root = Path(tempfile.mkdtemp(prefix=f"capq-{preset}-"))
     env = make_env(root)
     extra = {"MEMORYD_CAPTURE__PRESET": preset}
@@ -236,7 +246,13 @@ def run_preset(preset: str, sessions: list[SessionLabels], samples: Path) -> lis
             texts = [f["content"] for f in one.findings] + [e["content"] for e in one.entries]
             texts += payload_units(one.payload) + payload_units(one.payload_later)
             one.home_hits = sum(str(env.home) in t or bool(HOME_PATH.search(t)) for t in texts)
-        return captured
+        floors: list[FloorScore] = []
+        if queries:
+            progress(f"{preset}: {len(queries)} labelled queries at floors {FLOORS}")
+            projects = {c.placed.labels.project: (c.placed.project, c.placed.labels, c.entries)
+                        for c in captured}  # fmt: skip
+            floors = measure(env, extra, queries, projects)
+        return captured, floors
     finally:
         shutil.rmtree(env.vars["XDG_RUNTIME_DIR"], ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
@@ -412,20 +428,29 @@ def main() -> None:
     parser.add_argument("--details", action="store_true", help="matches, misses, entries, junk")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--samples", type=Path, default=SAMPLES)
+    parser.add_argument("--no-queries", action="store_true", help="skip the relevance floor")
     args = parser.parse_args()
     sessions = load_all()
     missing = [s.sample for s in sessions if not (args.samples / s.sample).is_file()]
     if missing:
         sys.exit(f"samples not found under {args.samples}: {', '.join(missing)}")
     junk = load_junk()
+    queries = None if args.no_queries else load_queries(sessions=sessions)
     report: dict[str, list[Score]] = {}
+    floors: dict[str, list[FloorScore]] = {}
     for preset in args.preset or PRESETS:
-        report[preset] = [score(c, junk) for c in run_preset(preset, sessions, args.samples)]
+        captured, floors[preset] = run_preset(preset, sessions, args.samples, queries)
+        report[preset] = [score(c, junk) for c in captured]
     if args.json:
-        print(json.dumps({k: [asdict(s) for s in v] for k, v in report.items()}, indent=1))
+        out = {k: [asdict(s) for s in v] for k, v in report.items()}
+        out |= {f"{k}.floors": [asdict(f) for f in v] for k, v in floors.items()}
+        print(json.dumps(out, indent=1))
         return
+    current = RetrievalConfig().inject_min_shared
     for preset, scores in report.items():
         print(table(preset, scores))
+        if floors[preset]:
+            print("\n" + floor_table(preset, floors[preset], current))
         if args.details:
             print(details(scores))
         print()

@@ -19,6 +19,7 @@ from bench.capture_labels import (
     junk_kind,
     load_all,
     load_junk,
+    load_queries,
     load_session,
     normalize,
     parse_rules,
@@ -259,3 +260,11 @@ def test_useful_findings_are_not_junk() -> None:
         "We decided to keep the file name and point the entry point at it.",
     ]
     assert [junk_kind(u, JUNK, payload=True) for u in useful] == [None, None, None]
+
+
+def test_the_labelled_queries_name_labelled_items() -> None:
+    """bench/capture_queries.py measures inject's relevance floor on these."""
+    queries = load_queries(sessions=SESSIONS)
+    assert len(queries) >= 20
+    assert {q.project for q in queries} == {s.project for s in SESSIONS}
+    assert sum(not q.want for q in queries) >= 2  # questions nothing in memory answers

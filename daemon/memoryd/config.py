@@ -144,6 +144,11 @@ class RetrievalSettings(_Section):
     inject_top_n: int = Field(
         _CORE_RETRIEVAL.inject_top_n, ge=0, description="Retrieved entries injected, at most."
     )
+    inject_min_shared: int = Field(
+        _CORE_RETRIEVAL.inject_min_shared,
+        ge=0,
+        description="Query words an injected entry must share (fewer when the query has fewer).",
+    )
     max_pinned: int = Field(
         _CORE_RETRIEVAL.max_pinned, ge=0, description="Pinned entries injected."
     )

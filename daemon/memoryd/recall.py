@@ -24,9 +24,6 @@ SESSION_FINDINGS = 20
 SUMMARY_EPISODES = 3
 CANDIDATE_SCAN = 200  # candidates looked at for a session start's payload
 CANDIDATE_FLOOR = 0.5  # a candidate penalised below this has not earned its place
-# The relevance floor of a query's payload: an entry shares at least this many of the query's
-# keywords (fewer when the query has fewer), or it is noise however it ranks.
-MIN_SHARED_KEYWORDS = 2
 DEGRADED_TOP_K = 5
 DEGRADED_SCAN = 100
 
@@ -156,10 +153,11 @@ class Recall:
                 project, req.query, scope="active", files=req.files, limit=limit + len(exclude)
             )
             wanted = retrieval.keywords(req.query)
+            floor = self.config.inject_min_shared
             return [
                 e
                 for e, _ in ranked
-                if isinstance(e, p.Entry) and e.id not in exclude and _matches(e, wanted)
+                if isinstance(e, p.Entry) and e.id not in exclude and clears_floor(e, wanted, floor)
             ][:limit]
         # No prompt yet (session start): what the project has learnt, confirmed entries first,
         # then the candidates promotion let in (shown with status="candidate"): a restart must
@@ -198,16 +196,18 @@ class Recall:
                 items["retrieval"].append(Item(kind="conflict", text=marker))
 
 
-def _matches(entry: p.Entry, wanted: Sequence[str]) -> bool:
-    """Whether ``entry`` clears the relevance floor: shares enough of the query's keywords
-    (a word counts when one starts with the other: "build" and "builds")."""
+def clears_floor(entry: p.Entry, wanted: Sequence[str], floor: int) -> bool:
+    """Whether ``entry`` clears the relevance floor of a query: shares ``floor`` of the query's
+    keywords ``wanted``, or all of them when there are fewer (a word counts when one starts with
+    the other: "build" and "builds"). Without it, whatever ranks first is injected, however
+    unrelated (issue 19: four "File has not been read yet" entries for an MDX question)."""
     if not wanted:
         return True
     words = set(retrieval.keywords(" ".join((entry.content, *entry.tags, *entry.file_paths))))
     shared = sum(
         1 for w in wanted if any(x.startswith(w[:5]) or w.startswith(x[:5]) for x in words)
     )
-    return shared >= min(MIN_SHARED_KEYWORDS, len(wanted))
+    return shared >= min(floor, len(wanted))
 
 
 def _episode_item(ep: Episode) -> Item:

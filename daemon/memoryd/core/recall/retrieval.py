@@ -50,6 +50,10 @@ class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
     relative_threshold: float = 0.3
     max_per_session: int = 2
     inject_top_n: int = 5
+    # The relevance floor of ``inject --query``: an entry shares at least this many of the
+    # query's keywords (all of them when the query has fewer). Chosen on the labelled query set
+    # of bench/capture_quality.py.
+    inject_min_shared: int = 2
     max_pinned: int = 5
     fuzzy_min_length: int = 5
     prefix_min_length: int = 3
