@@ -121,14 +121,14 @@ def extract(
             reply = (message, origin)
         for result in message.tool_results:
             words = user_words(result.text)
-            if is_declined(result.text):
+            declined = result.is_error and is_declined(result.text)
+            if declined:
                 reply = None  # the user stopped what the agent was doing: nothing accepted
             if words is not None and (user := plan.prose.get("user")) is not None:
-                declined = is_declined(result.text)
                 subject = tools.declined_subject(result) if declined else None
                 when = "correction" if declined else "answer"
                 _prose_findings(words, (), user, origin, sink, when, "", subject)
-            elif result.is_error and is_declined(result.text):
+            elif declined:
                 refused = True
         if message.tool_calls or message.tool_results:
             tools.observe(message.tool_calls, message.tool_results, origin)

@@ -130,7 +130,8 @@ class FindingSink:
         self._seq = 0
         # The same text recurs within a session (todo lists are re-sent whole); hash it once.
         self._fingerprints: dict[str, str] = {}
-        self._word_sets: dict[str, frozenset[str]] = {}
+        # The words of each prose statement kept in its own slot, for near-duplicates.
+        self._statements: dict[str, frozenset[str]] = {}
 
     def add(
         self,
@@ -193,14 +194,10 @@ class FindingSink:
         words = _words(content)
         if len(words) < NEAR_MIN_WORDS:
             return None
-        for slot, (_rank, _seq, kept) in self._best.items():
-            if slot.startswith("key\x1f"):
-                continue
-            other = self._word_sets.get(kept.content)
-            if other is None:
-                other = self._word_sets[kept.content] = _words(kept.content)
+        for slot, other in self._statements.items():
             if _near_duplicates(words, other):
                 return slot
+        self._statements[self._fingerprints[content]] = words
         return None
 
     def revise(self, judge: Callable[[SessionFinding], SessionFinding | None]) -> None:
