@@ -48,6 +48,10 @@ BankName = Annotated[
     ),
 ]
 BankText = Annotated[str, Field(max_length=512 * 1024, description="markdown text")]
+ReviewIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=64)]],
+    Field(min_length=1, max_length=1000, description="ids (or unique prefixes) from memory_review"),
+]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -220,6 +224,30 @@ class MemoryTools:
         )
         return await self._send(request)
 
+    # ---------------------------------------------------------------- review (issue 17)
+
+    async def memory_review(
+        self, limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    ) -> dict[str, Any]:
+        """List what memory learned and waits for the user's review (candidates and findings
+        not promoted), newest first, each with its signals, points and the transcript line it
+        came from. Show them to the user; accept or reject only what the user decided."""
+        return await self._send(protocol.Review(limit=limit))
+
+    async def memory_review_accept(self, ids: ReviewIds) -> dict[str, Any]:
+        """Accept items the user approved (ids from memory_review): they become confirmed
+        memory."""
+        return await self._send(protocol.ReviewAccept(ids=ids))
+
+    async def memory_review_reject(
+        self,
+        ids: ReviewIds,
+        reason: Annotated[str, Field(max_length=1024, description="the user's reason")] = "",
+    ) -> dict[str, Any]:
+        """Reject items the user turned down (ids from memory_review): archived with the
+        reason, and the same text is never promoted again."""
+        return await self._send(protocol.ReviewReject(ids=ids, reason=reason))
+
 
 # name → (the request type whose docstring describes it when the tool has none, its hints)
 TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
@@ -240,6 +268,9 @@ TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
     "list_project_files": (protocol.BankList, READ_ONLY),
     "validate_project": (protocol.BankValidate, READ_ONLY),
     "save_memory": (protocol.SaveMemory, ADDITIVE),
+    "memory_review": (protocol.Review, READ_ONLY),
+    "memory_review_accept": (protocol.ReviewAccept, ADDITIVE),
+    "memory_review_reject": (protocol.ReviewReject, REPLACING),
 }
 
 

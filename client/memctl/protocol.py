@@ -159,6 +159,7 @@ class ProjectInfo(msgspec.Struct, kw_only=True):
     index: IndexInfo
     last_compacted_at: float | None = None  # when compaction last ran to its end
     open_conflicts: int = 0  # unresolved, between two active entries
+    awaiting_review: int = 0  # candidates and findings waiting for memctl review
 
 
 class SloInfo(msgspec.Struct, kw_only=True):
@@ -694,12 +695,13 @@ class AliasRemove(Request[AliasListResult], tag="alias_remove"):
 
 
 Agent = Literal["claude", "codex", "gemini"]
-HookKind = Literal["session_start", "prompt", "pre_compact", "session_end"]
+HookKind = Literal["session_start", "prompt", "pre_compact", "turn_end", "session_end"]
 
 
 class Hook(Request[HookResult], tag="hook"):
     """An agent hook event (SPEC §12), already translated by ``memctl hook`` from the agent's own
-    JSON: session start, a user prompt, a compaction about to happen, or the end of a session."""
+    JSON: session start, a user prompt, a compaction about to happen, the end of a turn (a
+    checkpoint), or the end of a session."""
 
     mutates = True  # a prompt's `remember:` writes; a session end finalizes
 
@@ -993,6 +995,88 @@ class IngestLifecycle(Request[IngestResult], tag="ingest_lifecycle"):
     """Import new decisions of decisionLog.md and completed items of progress.md as entries."""
 
     mutates = True
+
+
+# --------------------------------------------------------------------------- review
+# What memory learned, shown to its user: accept, reject, reword (memctl review, the MCP server,
+# the memory browser). Kept in one block.
+
+ReviewId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+ReviewIds = Annotated[list[ReviewId], msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class ReviewItem(msgspec.Struct, kw_only=True):
+    """Something memory learned that waits for a user's word: a ``candidate`` (an entry capture
+    promoted, in quarantine) or a ``finding`` (captured, not promoted). ``signals`` and
+    ``points`` say why it scored what it scored against the preset's ``threshold`` (``reason``
+    says it in words); ``agent``, ``session_id``, ``transcript_path`` and ``line`` (1-based)
+    where it was captured; ``created_at`` when it was promoted, or when its session began."""
+
+    id: str
+    kind: Literal["candidate", "finding"]
+    content: str
+    category: Category
+    importance: float
+    signals: list[str]
+    points: int
+    threshold: int
+    reason: str
+    rule_id: str | None = None
+    agent: str | None = None
+    session_id: str | None = None
+    transcript_path: str | None = None
+    line: int | None = None
+    created_at: float | None = None
+
+
+class ReviewResult(msgspec.Struct, kw_only=True):
+    """Newest first; ``total``: how many wait in all."""
+
+    items: list[ReviewItem]
+    total: int
+    preset: PresetName
+
+
+class ReviewDecisionResult(msgspec.Struct, kw_only=True):
+    """``ids``: the review items acted on; ``entries``: the entries they are now (confirmed by
+    accept or edit; archived by reject)."""
+
+    action: Literal["accepted", "rejected", "edited"]
+    ids: list[str]
+    entries: list[str]
+
+
+class Review(Request[ReviewResult], tag="review"):
+    """List what memory learned and waits for review (candidates and findings not promoted),
+    newest first, with why each scored what it scored and where it was captured."""
+
+    limit: Limit = 50
+
+
+class ReviewAccept(Request[ReviewDecisionResult], tag="review_accept"):
+    """Accept items waiting for review (by id or unique prefix): they become confirmed memory."""
+
+    mutates = True
+
+    ids: ReviewIds
+
+
+class ReviewReject(Request[ReviewDecisionResult], tag="review_reject"):
+    """Reject items waiting for review: archived with the reason, and never promoted again."""
+
+    mutates = True
+
+    ids: ReviewIds
+    reason: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+
+
+class ReviewEdit(Request[ReviewDecisionResult], tag="review_edit"):
+    """Reword an item waiting for review: TEXT becomes confirmed memory in its place."""
+
+    mutates = True
+
+    target: ReviewId  # the item's id (``id`` is the request's)
+    content: Annotated[str, msgspec.Meta(max_length=65_536)]
 
 
 def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any]], ...]:

@@ -138,6 +138,8 @@ class Daemon:
         stack.callback(jobs.shutdown)
         if capture is not None:
             stack.callback(capture.save_cursors)
+            # Runs before the cursors are saved: a session still open is over for this daemon.
+            stack.callback(capture.finalize_all, "shutdown")
         # Always: with capture off, the watcher still watches the memory banks.
         stack.enter_context(self._watching(parts))
         return parts

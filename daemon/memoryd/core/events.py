@@ -243,6 +243,33 @@ class ConflictResolved(msgspec.Struct, tag="conflict_resolved", frozen=True, kw_
     resolved_at: float
 
 
+class ReviewAccepted(msgspec.Struct, tag="review_accepted", frozen=True, kw_only=True):
+    """A user accepted what ``memctl review`` showed (accept, or edit): candidates become
+    confirmed, findings become confirmed entries (``added``, each with its finding in
+    ``promoted_from``), an edited candidate is replaced by its new words (``replaced``: old id,
+    new id; the old one archived as superseded). ``settled``: the fingerprints of texts the user
+    reworded, so that capture never promotes them again in their old words."""
+
+    confirmed: tuple[str, ...] = ()
+    added: tuple[Entry, ...] = ()
+    promoted_from: tuple[tuple[str, str], ...] = ()  # (finding id, entry id)
+    replaced: tuple[tuple[str, str], ...] = ()  # (old entry id, new entry id)
+    settled: tuple[str, ...] = ()
+    accepted_at: float
+
+
+class ReviewRejected(msgspec.Struct, tag="review_rejected", frozen=True, kw_only=True):
+    """A user rejected candidates or findings, for ``reason``: the candidates are archived
+    (reason ``user``), and each fingerprint is remembered, so the same text is never promoted
+    again, never waits for review again and never reaches a payload."""
+
+    archived: tuple[str, ...]
+    findings: tuple[str, ...]  # the finding ids the user named (the record of what was shown)
+    fingerprints: tuple[str, ...]
+    reason: str
+    rejected_at: float
+
+
 Event = (
     EntryAdded
     | EntryReinforced
@@ -267,6 +294,8 @@ Event = (
     | EntriesArchived
     | EntryUnarchived
     | ConflictResolved
+    | ReviewAccepted
+    | ReviewRejected
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1
