@@ -122,9 +122,9 @@ def review(r: p.ReviewResult) -> str:
             ago(x.created_at),
             f"{x.category}/{x.kind}",
             f"{x.points}/{x.threshold}",
-            "+".join(x.signals) or "-",
+            "+".join(x.signals) or ("filtered" if x.reason.startswith("filtered") else "-"),
             _origin(x),
-            x.content,
+            " ".join(x.content.split()),  # one line a row: a captured text may hold several
         ]
         for x in r.items
     ]
