@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Env, memctl, ok_json, until
+from test_readme import as_seen, shown_output
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples" / "claude"
 SAMPLE = "7acd37a8-2745-4b58-a8a9-46164b22ad9e"  # 0.5 MB: a JavaScript sound recorder session
@@ -87,9 +88,12 @@ def test_review_round_trip_over_a_captured_session(env: Env, daemon: object, sam
     assert started == sorted(started, reverse=True)  # newest first
     assert ok_json(env, "status")["project"]["awaiting_review"] == len(items)
 
-    # A person's view: a table with the score, the signals and the transcript line.
+    # A person's view: a table with the score, the signals and the transcript line; the rows
+    # the README shows are rows of this very table.
     shown = memctl(env, "review").stdout
     assert "SCORE" in shown and f"claude {SAMPLE[:8]}:77" in shown and "user-intent" in shown
+    readme, real = as_seen(shown_output("memctl review")), as_seen(shown)
+    assert readme[0] == real[0] and set(readme[1:]) <= set(real[1:]), (readme, real)
 
     # Accept: confirmed, out of review, and in the next session's payload.
     accepted = ok_json(env, "review", "accept", pnpm["id"][:8])

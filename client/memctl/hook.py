@@ -1,4 +1,4 @@
-"""``memctl hook``: what an agent's hook runs (SPEC §12; agent-formats.md §1, §3.2, §4.3).
+"""``memctl hook``: what an agent's hook runs (design §12; agent-formats.md §1, §3.2, §4.3).
 
 The agent starts ``memctl hook --agent A`` with its hook JSON on stdin. We turn that JSON into one
 ``Hook`` request, give the daemon at most the client's budget (1.5 s, stdin included) and print

@@ -1,10 +1,10 @@
-"""``memctl mcp``: the daemon's memory as MCP tools over stdio (SPEC §12), for agents that reach
+"""``memctl mcp``: the daemon's memory as MCP tools over stdio (design §12), for agents that reach
 memoryd through MCP rather than hooks.
 
 A thin client like every other command: each tool builds one request of ``memctl.protocol``,
 sends it to the daemon for the project of the server's working directory (or ``--project``) and
-returns the result as structured JSON. The tools are named as the seeds name them (seed 001's
-``memory_*``, seed 000's memory bank tools, seed 003's ``save_memory``); operations the daemon
+returns the result as structured JSON. The tools are named as the seeds name them (design §9's
+``memory_*``, design §10's memory bank tools, design §11's ``save_memory``); operations the daemon
 does not have yet get no tool. An error reply, or a daemon that is down, becomes a tool error the
 agent can read; the server itself keeps running.
 
@@ -81,7 +81,7 @@ class MemoryTools:
         built: dict[str, Any] = msgspec.to_builtins(result)
         return built
 
-    # ---------------------------------------------------------------- seed 001: project memory
+    # ---------------------------------------------------------------- design §9: project memory
 
     async def memory_recall(
         self,
@@ -121,7 +121,7 @@ class MemoryTools:
         comes back as a duplicate."""
         if section is not None and category is not None:
             raise ToolError("give a section or a category, not both")
-        # Never pinned: only a user pins (SPEC §9).
+        # Never pinned: only a user pins (design §9).
         request = protocol.Remember(
             content=content, section=section, category=category, tags=tags, file_paths=files
         )
@@ -169,7 +169,7 @@ class MemoryTools:
     async def memory_ingest_lifecycle(self) -> dict[str, Any]:
         return await self._send(protocol.IngestLifecycle(), BULK_BUDGET_S)
 
-    # ---------------------------------------------------------------- seed 000: memory bank
+    # ---------------------------------------------------------------- design §10: memory bank
 
     async def initialize_memory_bank(
         self,
@@ -203,7 +203,7 @@ class MemoryTools:
     async def validate_project(self) -> dict[str, Any]:
         return await self._send(protocol.BankValidate())
 
-    # ---------------------------------------------------------------- seed 003: instruction files
+    # ---------------------------------------------------------------- design §11: instruction files
 
     async def save_memory(
         self,

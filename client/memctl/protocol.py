@@ -76,7 +76,7 @@ class ErrorCode(enum.StrEnum):
 
 
 class Source(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Where an entry came from (SPEC §2)."""
+    """Where an entry came from (design §2)."""
 
     kind: SourceKind
     agent: str | None = None
@@ -87,7 +87,7 @@ class Source(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
-    """One atom of project memory (SPEC §2). All times are UTC epoch seconds."""
+    """One atom of project memory (design §2). All times are UTC epoch seconds."""
 
     id: str
     fingerprint: str
@@ -110,7 +110,7 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class BackgroundError(msgspec.Struct, frozen=True):
-    """A background failure not yet reported to any client (seed 002 error history)."""
+    """A background failure not yet reported to any client (design §10 error history)."""
 
     timestamp: float
     description: str
@@ -474,7 +474,7 @@ class CustomInstruction(msgspec.Struct, kw_only=True):
 
 
 class BankCacheInfo(msgspec.Struct, kw_only=True):
-    """The daemon's cache of this bank (seed 002 §2.2): its key, files loaded, changes not on
+    """The daemon's cache of this bank (design §10): its key, files loaded, changes not on
     disk yet and the files they touch, the last sync (ISO 8601 UTC, "" before the first) and the
     sync interval."""
 
@@ -585,7 +585,7 @@ ResultT = TypeVar("ResultT", bound=msgspec.Struct)
 
 class Request(msgspec.Struct, Generic[ResultT], tag_field="op", kw_only=True):
     """Base of every request. ``project`` is the client's working directory: the daemon resolves
-    the project from it (SPEC §3) and the request can touch only that project.
+    the project from it (design §3) and the request can touch only that project.
 
     A request type is declared once, here, and says everything the rest derives from it: its
     ``op`` tag, its fields, its help text (the docstring: the CLI and the MCP server show it),
@@ -699,7 +699,7 @@ HookKind = Literal["session_start", "prompt", "pre_compact", "turn_end", "sessio
 
 
 class Hook(Request[HookResult], tag="hook"):
-    """An agent hook event (SPEC §12), already translated by ``memctl hook`` from the agent's own
+    """An agent hook event (design §12), already translated by ``memctl hook`` from the agent's own
     JSON: session start, a user prompt, a compaction about to happen, the end of a turn (a
     checkpoint), or the end of a session."""
 
@@ -787,7 +787,7 @@ class Import(Request[ImportResult], tag="import"):
 
 
 class Compact(Request[CompactResult], tag="compact"):
-    """Run compaction now (SPEC §8): decay, TTL expiry and eviction to the archive, purge of old
+    """Run compaction now (design §8): decay, TTL expiry and eviction to the archive, purge of old
     archives. With --dry-run only report what it would do."""
 
     mutates = True
@@ -863,7 +863,7 @@ class Shutdown(Request[ShutdownResult], tag="shutdown"):
     needs_project = False
 
 
-# The memory bank (SPEC §10) and instruction files (SPEC §11).
+# The memory bank (design §10) and instruction files (design §11).
 BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 BankText = Annotated[str, msgspec.Meta(max_length=512 * 1024)]
 Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -925,7 +925,7 @@ class BankActivate(Request[BankActivateResult], tag="bank_activate"):
 
 class BankOptimise(Request[BankOptimiseResult], tag="bank_optimise"):
     """Bring a bank above 5,000 tokens back into the 4-8 K band by moving completed and old items
-    to memory-bank/archive/ (SPEC §10 Bank budget). Without ``apply`` only shows the plan."""
+    to memory-bank/archive/ (design §10 Bank budget). Without ``apply`` only shows the plan."""
 
     mutates = True  # with --apply
 

@@ -124,13 +124,22 @@ def review(r: p.ReviewResult) -> str:
             f"{x.points}/{x.threshold}",
             "+".join(x.signals) or ("filtered" if x.reason.startswith("filtered") else "-"),
             _origin(x),
-            " ".join(x.content.split()),  # one line a row: a captured text may hold several
+            _line(x.content, REVIEW_TEXT_CHARS),
         ]
         for x in r.items
     ]
     more = r.total - len(r.items)
     tail = f"\n… {more} more (use --limit)" if more > 0 else ""
     return table(rows) + tail + f"\n(score: points/threshold of the {r.preset} preset)"
+
+
+REVIEW_TEXT_CHARS = 100  # of a row's text; --json has it whole
+
+
+def _line(text: str, limit: int) -> str:
+    """``text`` on one line (a captured text may hold several), cut at ``limit``."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def _origin(x: p.ReviewItem) -> str:

@@ -103,7 +103,7 @@ _CORE_RETRIEVAL = RetrievalConfig()
 
 
 class RetrievalSettings(_Section):
-    """SPEC §5 retrieval and budget defaults; ``to_core`` hands them to the pure pipeline."""
+    """design §5 retrieval and budget defaults; ``to_core`` hands them to the pure pipeline."""
 
     category_weights: dict[str, float] = Field(
         _CORE_RETRIEVAL.category_weights, description="Score multiplier per category."
@@ -219,7 +219,7 @@ class CaptureSettings(_Section):
 
 
 class BanksSettings(_Section):
-    """Memory banks (SPEC §10): the optional LLM processor of ``bank_process`` and discovery."""
+    """Memory banks (design §10): the optional LLM processor of ``bank_process`` and discovery."""
 
     llm_base_url: str = Field(
         "",

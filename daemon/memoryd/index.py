@@ -1,4 +1,4 @@
-"""The tantivy search index of one project: derived data, kept in step with SQLite (SPEC §5).
+"""The tantivy search index of one project: derived data, kept in step with SQLite (design §5).
 
 The index stores, in the same commit as the documents, a ``__meta__`` document holding the store
 change sequence it has applied, so "what the index knows" is exactly as durable as the index. On

@@ -205,7 +205,7 @@ class ProjectMemory:
 
     def remember(self, req: p.Remember) -> p.RememberResult:
         now = self._clock()
-        # Redaction before anything is stored (SPEC §6): a pasted key never reaches the disk.
+        # Redaction before anything is stored (design §6): a pasted key never reaches the disk.
         content = core_entries.clean_content(redact(req.content).text)
         category = core_entries.resolve_category(req.category, req.section, content)
         candidate = core_entries.new_entry(
@@ -331,7 +331,7 @@ class ProjectMemory:
             tags=core_entries.clean_tags(redact(t).text for t in line.tags),
             file_paths=core_entries.clean_paths(redact(f).text for f in line.file_paths),
         )
-        # Backdated times and uses are kept, so imported memory ages as it had (SPEC §8).
+        # Backdated times and uses are kept, so imported memory ages as it had (design §8).
         return msgspec.structs.replace(
             entry,
             last_accessed_at=accessed,
@@ -342,7 +342,7 @@ class ProjectMemory:
     # ------------------------------------------------------------------ supersede, archive
 
     def supersede(self, target: str, content: str) -> p.SupersedeResult:
-        """Replace an entry's text (SPEC §9): a new entry with the old one's category, tags,
+        """Replace an entry's text (design §9): a new entry with the old one's category, tags,
         files, importance and status; the old one archived as ``superseded``; a ``replaces``
         edge; one event, one transaction."""
         old = self._one_target(target)
@@ -419,7 +419,7 @@ class ProjectMemory:
         other = None if kept is None else (c.b.id if kept == c.a.id else c.a.id)
         return p.ResolveResult(id=c.id, kept=kept, superseded=other)
 
-    # ------------------------------------------------------------------ compaction (SPEC §8)
+    # ------------------------------------------------------------------ compaction (design §8)
 
     def entries_after(self, after_id: str, limit: int) -> list[p.Entry]:
         """A keyset page of every entry, archived included, in id order."""
@@ -541,7 +541,7 @@ class ProjectMemory:
         self.set_setting("preset", name)
 
     def review_quarantine(self, now: float) -> int:
-        """Candidates past 24 h: confirmed if accessed, otherwise importance × 0.8 (SPEC §7)."""
+        """Candidates past 24 h: confirmed if accessed, otherwise importance × 0.8 (design §7)."""
         self.flush_accesses()
         outcomes = review_quarantine(self.store.candidates_created_before(now - QUARANTINE_S), now)
         if outcomes:

@@ -1,4 +1,4 @@
-"""Search and inject (SPEC §5): the retrieval pipeline run against one project.
+"""Search and inject (design §5): the retrieval pipeline run against one project.
 
 The index finds candidates, the pure core scores and cuts them, the store supplies the text, and
 the injection builder packs the payload into its budget. Latencies feed the SLO monitor, which
@@ -184,7 +184,7 @@ class Recall:
         relevant: list[p.Entry],
         items: dict[str, list[Item]],
     ) -> None:
-        """Both sides of an active conflict are shown, with the marker (fail loud, seed D7)."""
+        """Both sides of an active conflict are shown, with the marker (fail loud, design §5)."""
         shown = {e.id: e for e in (*pinned, *relevant)}
         pairs = project.active_conflicts(list(shown))
         if not pairs:

@@ -1,4 +1,4 @@
-"""Capture (SPEC §6, §7): transcripts → messages → findings → session memory → promotion.
+"""Capture (design §6, §7): transcripts → messages → findings → session memory → promotion.
 
 Runs on the owner thread only; the watcher merely tells it which file changed. Each transcript
 file is one session. New complete lines are parsed into messages; findings are extracted by
@@ -335,7 +335,7 @@ class CaptureService:
         return ProjectPaths(live.project_root, self._home)
 
     def _inherited(self, live: LiveSession, project: ProjectMemory) -> list[SessionFinding]:
-        """Copy-on-fork (seed 004 §14): a session forked from another starts with a copy of the
+        """Copy-on-fork (design §6): a session forked from another starts with a copy of the
         parent's findings, as its own; both can then promote, and fingerprints dedup."""
         if live.inherited is None:
             parent = live.state.parent_session_id

@@ -115,7 +115,7 @@ class Episode(msgspec.Struct, frozen=True, kw_only=True):
 
 class SessionFinalized(msgspec.Struct, tag="session_finalized", frozen=True):
     """A session ended: its episode, every promotion decision with its signals and points, and
-    the candidate entries promoted (SPEC §6, §7). Applied in one transaction."""
+    the candidate entries promoted (design §6, §7). Applied in one transaction."""
 
     session_id: str
     reason: str
@@ -146,7 +146,7 @@ class BankFileSynced(msgspec.Struct, tag="bank_file_synced", frozen=True, kw_onl
 
 
 class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=True):
-    """An entry's decayed importance fell a step (SPEC §8) since the last compaction.
+    """An entry's decayed importance fell a step (design §8) since the last compaction.
 
     For the audit log only: decayed importance is derived from the stored ``importance`` (the
     baseline, left unchanged) and the clock, so applying this changes no stored value."""
@@ -163,7 +163,7 @@ class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=Tru
 
 class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=True):
     """Unused longer than its category's TTL and accessed fewer times than the threshold:
-    archived as ``stale`` (SPEC §8), never deleted."""
+    archived as ``stale`` (design §8), never deleted."""
 
     id: str
     category: Category
@@ -175,7 +175,7 @@ class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=Tru
 
 class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=True):
     """Active memory passed the soft limit and this entry ranked below the ones kept: archived
-    as ``evicted`` (SPEC §8), never deleted."""
+    as ``evicted`` (design §8), never deleted."""
 
     id: str
     decayed: float  # its decayed importance, the rank key
@@ -187,7 +187,7 @@ class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=Tru
 
 
 class ArchivePurged(msgspec.Struct, tag="archive_purged", frozen=True, kw_only=True):
-    """An archived entry older than ``archive_days`` was deleted for good (SPEC §8)."""
+    """An archived entry older than ``archive_days`` was deleted for good (design §8)."""
 
     id: str
     archived_reason: ArchivedReason | None
@@ -213,7 +213,7 @@ class CompactionApplied(msgspec.Struct, tag="compaction_applied", frozen=True, k
 
 
 class EntrySuperseded(msgspec.Struct, tag="entry_superseded", frozen=True, kw_only=True):
-    """``entry`` replaces ``old_id`` (SPEC §9): the new entry is added, the old one archived as
+    """``entry`` replaces ``old_id`` (design §9): the new entry is added, the old one archived as
     ``superseded`` with ``superseded_by``, and a ``replaces`` edge links them, atomically."""
 
     old_id: str
@@ -302,7 +302,7 @@ DUPLICATE_IMPORTANCE_BOOST = 0.1
 
 
 def plan_remember(candidate: Entry, existing: Entry | None, now: float) -> Event:
-    """Same fingerprint → reinforce the existing entry (seed 004 §12); otherwise add."""
+    """Same fingerprint → reinforce the existing entry (design §5); otherwise add."""
     if existing is None:
         return EntryAdded(candidate)
     return EntryReinforced(

@@ -185,7 +185,7 @@ class Store(Protocol):
         SQLite keeps them): compare with ``!= 0``, not ``is False``."""
         ...
 
-    # ------------------------------------------------------------------ session memory (SPEC §6)
+    # ------------------------------------------------------------------ session memory (design §6)
 
     def session(self, session_id: str) -> SessionRecord | None:
         """The session's transcript cursor and state, or None."""

@@ -1,4 +1,4 @@
-"""The SQLite store: one WAL-mode database per project (SPEC §3)."""
+"""The SQLite store: one WAL-mode database per project (design §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Extraction rules as data (SPEC §6): the default table, and user rules from the config file.
+"""Extraction rules as data (design §6): the default table, and user rules from the config file.
 
 A rule says which transcript units it looks at (``applies_to``), what it looks for (``pattern``,
 always case-insensitive) and what a match is worth (``category``, ``importance``, ``confidence``).

@@ -1,4 +1,4 @@
-"""The agent hook (SPEC §12): a session starts, a prompt arrives, a compaction is near, a turn
+"""The agent hook (design §12): a session starts, a prompt arrives, a compaction is near, a turn
 ends, a session ends."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
 from memoryd.server.context import DaemonContext, Handler
 
-# Each agent reads the payload in its own format (SPEC §5 Formats).
+# Each agent reads the payload in its own format (design §5 Formats).
 _FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
 
 
