@@ -276,7 +276,7 @@ def print_table(summary: dict) -> None:
     for s in summary["latency"]:
         times = " | ".join(f"{s[k]:6.3f}" for k in ("median_s", "p95_s", "max_s"))
         print(f"{s['debounce']:<14} | {s['samples']:>7} | {times}")
-    print("\ntargets (SPEC §13):")
+    print("\ntargets (design §13):")
     for c in summary["targets"]:
         verdict = f"{'met   ' if c['met'] else 'MISSED'} ({c['value'] / c['target']:.3g}x target)"
         print(f"  {c['metric']:<48} {c['value']:>7.3f} {c['op']} {c['target']:<3g} {verdict}")

@@ -1,4 +1,4 @@
-"""Benchmark: retrieval at 3,000, 30,000 and 300,000 entries against the SPEC §13 targets.
+"""Benchmark: retrieval at 3,000, 30,000 and 300,000 entries against the design §13 targets.
 
 Per size, a seeded synthetic project is imported into a real daemon (private XDG dirs and socket,
 as in tests/conftest.py); then: index build time (catch-up after the import, rebuild from SQLite),
@@ -437,7 +437,7 @@ def print_table(summary: dict) -> None:
     print(f"{header}\n{'-' * len(header)}")
     for r in summary["rows"]:
         print(" | ".join(cell(r).rjust(len(name)) for name, cell in COLUMNS))
-    print("\ntargets (SPEC §13):")
+    print("\ntargets (design §13):")
     for c in summary["targets"]:
         print(
             f"  {c['size']:>7,}  {c['metric']:<22} {c['value']:>9,.2f} {c['op']} {c['target']:<5g}"

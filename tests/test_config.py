@@ -113,3 +113,38 @@ def test_an_invalid_environment_override_names_the_variable(
         "capture.enabled" in message and "environment variable MEMORYD_CAPTURE__ENABLED" in message
     )
     assert str(path) not in message  # the file is not to blame
+
+
+def test_check_config_prints_each_value_with_its_origin(tmp_path: Path) -> None:
+    """``memoryd check-config``: the effective configuration, each value with where it came
+    from; a configuration ``memoryd run`` would refuse exits 2 with the same reason."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    memoryd = str(Path(sys.executable).parent / "memoryd")
+    file = tmp_path / "config.toml"
+    file.write_text("[retrieval]\ninject_top_n = 7\n[capture]\nidle_minutes = 5\n")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    environ |= {"MEMORYD_CAPTURE__IDLE_MINUTES": "9", "XDG_CONFIG_HOME": str(tmp_path / "none")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [memoryd, "check-config", *args], capture_output=True, text=True, env=environ
+        )
+
+    shown = run("--config", str(file))
+    assert shown.returncode == 0, shown.stderr
+    assert f"inject_top_n = 7  # {file}" in shown.stdout
+    assert (
+        "idle_minutes = 9.0  # environment variable MEMORYD_CAPTURE__IDLE_MINUTES" in shown.stdout
+    )
+    assert 'preset = "balanced"  # default' in shown.stdout
+    as_json = json.loads(run("--config", str(file), "--json").stdout)
+    assert as_json["retrieval"]["inject_top_n"] == {"value": 7, "source": str(file)}
+    assert as_json["capture"]["idle_minutes"]["value"] == 9.0
+
+    file.write_text("[retreival]\n")
+    refused = run("--config", str(file))
+    assert refused.returncode == 2 and "did you mean 'retrieval'" in refused.stderr

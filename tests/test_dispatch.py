@@ -168,5 +168,9 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "unarchive",  # beyond the SPEC list: the way back from archive (issue 9)
         "conflicts",  # beyond the SPEC list: conflicts you can list and resolve (issue 9)
         "resolve",
+        "review",  # beyond the SPEC list: what memory learned, for a user to see (issue 17)
+        "review_accept",
+        "review_reject",
+        "review_edit",
     }
     assert set(tags) == spec_ops

@@ -172,10 +172,13 @@ def test_explicit_remember_is_user_intent() -> None:
     (finding,) = extract(
         [user("remember: the staging database is read-only on Fridays. Never deploy then.")]
     )
-    assert finding.content == "the staging database is read-only on Fridays. Never deploy then."
+    # The marker's clause (to the end of its sentence), not the rest of the prompt (issue 17).
+    assert finding.content == "the staging database is read-only on Fridays"
     assert finding.user_intent and finding.importance == 1.0
     assert finding.rule_id == "remember.explicit"
-    assert finding.category == "warning"  # read from the text: "Never …"
+    (warned,) = extract([user("Deploy later. remember: never deploy on Fridays. Thanks!")])
+    assert warned.content == "never deploy on Fridays"
+    assert warned.category == "warning"  # read from the text: "never …"
 
     (tagged,) = extract([user("We squash-merge feature branches into main #remember")])
     assert tagged.content == "We squash-merge feature branches into main"

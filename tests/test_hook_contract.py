@@ -52,7 +52,7 @@ EVENTS: dict[str, dict[str, tuple[Mapping[str, object], str, bool]]] = {
         "SessionEnd": ({"reason": "prompt_input_exit"}, "session_end", False),
         "Stop": (
             {"stop_hook_active": False, "last_assistant_message": "Done."},
-            "session_end",
+            "turn_end",  # the end of a turn, not of the session (issue 17)
             False,
         ),
     },
@@ -76,7 +76,7 @@ EVENTS: dict[str, dict[str, tuple[Mapping[str, object], str, bool]]] = {
         "Stop": (
             {"turn_id": "t-3", "model": "gpt-5.2-codex", "permission_mode": "default"}
             | {"stop_hook_active": False, "last_assistant_message": "Done."},
-            "session_end",
+            "turn_end",
             False,
         ),
     },

@@ -37,6 +37,9 @@ SEED_000 = {
 }
 
 
+REVIEW = {"memory_review", "memory_review_accept", "memory_review_reject"}  # issue 17
+
+
 def with_server(
     env: Env, script: Callable[[Client], Awaitable[T]], *args: str, cwd: Path | None = None
 ) -> T:
@@ -72,7 +75,7 @@ def test_lists_the_seed_tools_each_with_a_schema_and_a_description(env: Env) -> 
         return {tool.name: tool for tool in (await client.list_tools()).tools}
 
     tools = with_server(env, script)  # no daemon needed to list them
-    assert set(tools) == SEED_001 | SEED_000 | {"save_memory"}
+    assert set(tools) == SEED_001 | SEED_000 | REVIEW | {"save_memory"}
     for name, tool in tools.items():
         assert tool.input_schema["type"] == "object", name
         assert len(tool.description or "") > 20, name

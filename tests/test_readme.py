@@ -48,6 +48,7 @@ def test_quick_start_runs_as_written(env: Env, daemon: Daemon, tmp_path: Path) -
     by_line = dict(zip(lines, outputs, strict=False))
     search = next(out for line, out in by_line.items() if "memctl search" in line)
     assert "We never commit directly to main" in search
+    assert as_seen(search) == as_seen(shown_output("memctl search"))  # the README's table
     pin = next(out for line, out in by_line.items() if "memctl pin" in line)
     assert "is pinned" in pin
     status = json.loads(next(out for line, out in by_line.items() if "status --json" in line))
@@ -55,3 +56,23 @@ def test_quick_start_runs_as_written(env: Env, daemon: Daemon, tmp_path: Path) -
     assert status["project"]["entries"]["pinned"] == 1
     audit = next(out for line, out in by_line.items() if "memctl audit" in line)
     assert len(audit.splitlines()) == 3 and all('"hash"' in x for x in audit.splitlines())
+
+
+def shown_output(command: str) -> str:
+    """What the README shows ``$ <command>`` printing, in a ```text block."""
+    text = README.read_text(encoding="utf-8")
+    block = re.search(rf"```text\n\$ {re.escape(command)}[^\n]*\n(.*?)```", text, re.S)
+    assert block, f"the README's example of {command}"
+    return block.group(1)
+
+
+def as_seen(output: str) -> list[str]:
+    """Output lines with what differs from run to run (ids, ages, scores, column widths) made
+    the same, so the README's example can be compared with a real run."""
+    lines = []
+    for line in output.strip().splitlines():
+        line = re.sub(r"\b[0-9a-f]{8}\b", "<id>", line)
+        line = re.sub(r"\b\d+\.\d{3}\b", "<score>", line)
+        line = re.sub(r"(?<=<id> )\s*\d+(?:s|m|h|d|mo|y)\b", " <age>", line)
+        lines.append(" ".join(line.split()))
+    return lines

@@ -40,6 +40,8 @@ from memoryd.core.events import (
     FindingsDropped,
     FindingsRecorded,
     QuarantineReviewed,
+    ReviewAccepted,
+    ReviewRejected,
     SessionFinalized,
     SessionInfo,
     SettingChanged,
@@ -719,3 +721,58 @@ def test_open_conflicts_and_resolving_them(store) -> None:
     assert store.apply(both, 7) == []
     assert store.open_conflicts() == [] and store.active_conflicts([_e(3).id]) == []
     assert not store.get(_e(3).id).archived and not store.get(_e(4).id).archived
+
+
+def test_review_waits_newest_first_one_per_text(store) -> None:
+    store.apply(FindingsRecorded(_info("s1", created_at=1.0), (_f("s1", "alpha", 1),)), 1)
+    later = (_f("s2", "alpha", 1), _f("s2", "beta", 5), _f("s2", "held", 9))
+    store.apply(FindingsRecorded(_info("s2", created_at=2.0), later), 2)
+    store.apply(EntryAdded(_e(1, "held")), 3)  # in memory in the same words: nothing to review
+    waiting = store.awaiting_review(10)
+    assert [(f.session_id, f.content) for f in waiting] == [("s2", "beta"), ("s2", "alpha")]
+    assert len(store.awaiting_review(1)) == 1
+
+
+def test_review_accept_confirms_promotes_and_replaces(store) -> None:
+    alpha, beta = _f("s1", "alpha", 1), _f("s1", "beta", 2)
+    store.apply(FindingsRecorded(_info("s1"), (alpha, beta)), 1)
+    candidates = (_e(1, "a candidate", status="candidate"), _e(2, "old words", status="candidate"))
+    store.apply(EntriesImported(candidates), 2)
+    accepted = ReviewAccepted(
+        confirmed=(_e(1).id,),
+        added=(_e(3, "alpha"), _e(4, "new words")),
+        promoted_from=((alpha.id, _e(3).id),),
+        replaced=((_e(2).id, _e(4).id),),
+        settled=(fingerprint("old words"),),
+        accepted_at=50.0,
+    )
+    ids = store.apply(accepted, 3)
+    assert set(ids) >= {_e(1).id, _e(2).id, _e(3).id, _e(4).id, "f:" + alpha.id}
+    assert store.get(_e(1).id).status == "confirmed" and store.get(_e(1).id).updated_at == 50.0
+    old = store.get(_e(2).id)
+    assert old.archived and old.archived_reason == "superseded" and old.superseded_by == _e(4).id
+    assert store.promoted_findings([alpha.id, beta.id]) == {alpha.id}
+    assert store.is_forgotten(fingerprint("old words"))
+    assert [f.id for f in store.awaiting_review(10)] == [beta.id]
+    assert store.apply(accepted, 3) == []  # a replay changes nothing
+
+
+def test_review_reject_archives_and_settles_the_text_everywhere(store) -> None:
+    one, two = _f("s1", "alpha", 1), _f("s2", "alpha", 1)
+    store.apply(FindingsRecorded(_info("s1"), (one, _f("s1", "beta", 2))), 1)
+    store.apply(FindingsRecorded(_info("s2"), (two,)), 2)
+    store.apply(EntryAdded(_e(1, "gamma", status="candidate")), 3)
+    rejected = ReviewRejected(
+        archived=(_e(1).id,),
+        findings=(one.id,),
+        fingerprints=(fingerprint("alpha"), fingerprint("gamma")),
+        reason="wrong",
+        rejected_at=9.0,
+    )
+    ids = store.apply(rejected, 4)
+    assert ids == [_e(1).id, *sorted(["f:" + one.id, "f:" + two.id])]
+    assert store.get(_e(1).id).archived_reason == "user"
+    assert store.is_forgotten(fingerprint("alpha")) and store.is_forgotten(fingerprint("gamma"))
+    assert store.settled_findings([one.id, two.id]) == {one.id, two.id}
+    assert [f.content for f in store.awaiting_review(10)] == ["beta"]
+    assert [f.content for f in store.unpromoted_findings(["s1", "s2"], 10)] == ["beta"]

@@ -1,4 +1,4 @@
-"""memctl: the command line of memoryd (SPEC §12 CLI contract).
+"""memctl: the command line of memoryd (design §12 CLI contract).
 
 Exit codes: 0 ok, 1 the daemon answered with an error, 2 usage, 3 the daemon is unavailable.
 ``--json`` prints the reply's result as one JSON object on stdout; errors go to stderr. The global

@@ -1,4 +1,4 @@
-"""``memctl hook``: what an agent's hook runs (SPEC §12; agent-formats.md §1, §3.2, §4.3).
+"""``memctl hook``: what an agent's hook runs (design §12; agent-formats.md §1, §3.2, §4.3).
 
 The agent starts ``memctl hook --agent A`` with its hook JSON on stdin. We turn that JSON into one
 ``Hook`` request, give the daemon at most the client's budget (1.5 s, stdin included) and print
@@ -39,13 +39,15 @@ EVENTS: dict[str, dict[str, tuple[protocol.HookKind, bool]]] = {
         "UserPromptSubmit": ("prompt", True),
         "PreCompact": ("pre_compact", False),  # stdout only shown in verbose mode
         "SessionEnd": ("session_end", False),
-        "Stop": ("session_end", False),
+        "Stop": ("turn_end", False),  # the end of a turn: the session goes on
     },
     "codex": {
         "SessionStart": ("session_start", True),
         "UserPromptSubmit": ("prompt", True),
         "PreCompact": ("pre_compact", False),  # its output schema has no hookSpecificOutput
-        "Stop": ("session_end", False),  # Codex has no SessionEnd in most builds
+        # The end of every turn. Codex has no SessionEnd in most builds: its session is
+        # finalized at its next session, when idle, or when the daemon stops.
+        "Stop": ("turn_end", False),
         "SessionEnd": ("session_end", False),
     },
     "gemini": {

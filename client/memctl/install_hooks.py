@@ -1,4 +1,4 @@
-"""``memctl install-hooks AGENT``: register ``memctl hook`` in an agent's settings (SPEC §12).
+"""``memctl install-hooks AGENT``: register ``memctl hook`` in an agent's settings (design §12).
 
 Where (agent-formats.md §1.1, §3.2, §4.3, §6); ``--scope project`` uses ``<project>/.<agent>/``:
 

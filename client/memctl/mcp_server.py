@@ -1,10 +1,10 @@
-"""``memctl mcp``: the daemon's memory as MCP tools over stdio (SPEC §12), for agents that reach
+"""``memctl mcp``: the daemon's memory as MCP tools over stdio (design §12), for agents that reach
 memoryd through MCP rather than hooks.
 
 A thin client like every other command: each tool builds one request of ``memctl.protocol``,
 sends it to the daemon for the project of the server's working directory (or ``--project``) and
-returns the result as structured JSON. The tools are named as the seeds name them (seed 001's
-``memory_*``, seed 000's memory bank tools, seed 003's ``save_memory``); operations the daemon
+returns the result as structured JSON. The tools are named as the seeds name them (design §9's
+``memory_*``, design §10's memory bank tools, design §11's ``save_memory``); operations the daemon
 does not have yet get no tool. An error reply, or a daemon that is down, becomes a tool error the
 agent can read; the server itself keeps running.
 
@@ -48,6 +48,10 @@ BankName = Annotated[
     ),
 ]
 BankText = Annotated[str, Field(max_length=512 * 1024, description="markdown text")]
+ReviewIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=64)]],
+    Field(min_length=1, max_length=1000, description="ids (or unique prefixes) from memory_review"),
+]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -77,7 +81,7 @@ class MemoryTools:
         built: dict[str, Any] = msgspec.to_builtins(result)
         return built
 
-    # ---------------------------------------------------------------- seed 001: project memory
+    # ---------------------------------------------------------------- design §9: project memory
 
     async def memory_recall(
         self,
@@ -117,7 +121,7 @@ class MemoryTools:
         comes back as a duplicate."""
         if section is not None and category is not None:
             raise ToolError("give a section or a category, not both")
-        # Never pinned: only a user pins (SPEC §9).
+        # Never pinned: only a user pins (design §9).
         request = protocol.Remember(
             content=content, section=section, category=category, tags=tags, file_paths=files
         )
@@ -165,7 +169,7 @@ class MemoryTools:
     async def memory_ingest_lifecycle(self) -> dict[str, Any]:
         return await self._send(protocol.IngestLifecycle(), BULK_BUDGET_S)
 
-    # ---------------------------------------------------------------- seed 000: memory bank
+    # ---------------------------------------------------------------- design §10: memory bank
 
     async def initialize_memory_bank(
         self,
@@ -199,7 +203,7 @@ class MemoryTools:
     async def validate_project(self) -> dict[str, Any]:
         return await self._send(protocol.BankValidate())
 
-    # ---------------------------------------------------------------- seed 003: instruction files
+    # ---------------------------------------------------------------- design §11: instruction files
 
     async def save_memory(
         self,
@@ -219,6 +223,30 @@ class MemoryTools:
             content=content, section=section, target=target, confirm=confirm
         )
         return await self._send(request)
+
+    # ---------------------------------------------------------------- review (issue 17)
+
+    async def memory_review(
+        self, limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    ) -> dict[str, Any]:
+        """List what memory learned and waits for the user's review (candidates and findings
+        not promoted), newest first, each with its signals, points and the transcript line it
+        came from. Show them to the user; accept or reject only what the user decided."""
+        return await self._send(protocol.Review(limit=limit))
+
+    async def memory_review_accept(self, ids: ReviewIds) -> dict[str, Any]:
+        """Accept items the user approved (ids from memory_review): they become confirmed
+        memory."""
+        return await self._send(protocol.ReviewAccept(ids=ids))
+
+    async def memory_review_reject(
+        self,
+        ids: ReviewIds,
+        reason: Annotated[str, Field(max_length=1024, description="the user's reason")] = "",
+    ) -> dict[str, Any]:
+        """Reject items the user turned down (ids from memory_review): archived with the
+        reason, and the same text is never promoted again."""
+        return await self._send(protocol.ReviewReject(ids=ids, reason=reason))
 
 
 # name → (the request type whose docstring describes it when the tool has none, its hints)
@@ -240,6 +268,9 @@ TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
     "list_project_files": (protocol.BankList, READ_ONLY),
     "validate_project": (protocol.BankValidate, READ_ONLY),
     "save_memory": (protocol.SaveMemory, ADDITIVE),
+    "memory_review": (protocol.Review, READ_ONLY),
+    "memory_review_accept": (protocol.ReviewAccept, ADDITIVE),
+    "memory_review_reject": (protocol.ReviewReject, REPLACING),
 }
 
 

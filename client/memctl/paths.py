@@ -2,7 +2,7 @@
 
 ``MEMORYD_SOCKET`` (a path or a full ``ipc://``/``tcp://`` endpoint) overrides everything;
 otherwise ``$XDG_RUNTIME_DIR/memoryd/memoryd.sock``, and without XDG_RUNTIME_DIR (macOS, some
-containers) a private directory under the user's state directory (SPEC §4).
+containers) a private directory under the user's state directory (design §4).
 
 Plain ``os.path`` strings, not pathlib: this module is on every hook's start-up path.
 """

@@ -76,7 +76,7 @@ class ErrorCode(enum.StrEnum):
 
 
 class Source(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Where an entry came from (SPEC §2)."""
+    """Where an entry came from (design §2)."""
 
     kind: SourceKind
     agent: str | None = None
@@ -87,7 +87,7 @@ class Source(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
-    """One atom of project memory (SPEC §2). All times are UTC epoch seconds."""
+    """One atom of project memory (design §2). All times are UTC epoch seconds."""
 
     id: str
     fingerprint: str
@@ -110,7 +110,7 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class BackgroundError(msgspec.Struct, frozen=True):
-    """A background failure not yet reported to any client (seed 002 error history)."""
+    """A background failure not yet reported to any client (design §10 error history)."""
 
     timestamp: float
     description: str
@@ -159,6 +159,7 @@ class ProjectInfo(msgspec.Struct, kw_only=True):
     index: IndexInfo
     last_compacted_at: float | None = None  # when compaction last ran to its end
     open_conflicts: int = 0  # unresolved, between two active entries
+    awaiting_review: int = 0  # candidates and findings waiting for memctl review
 
 
 class SloInfo(msgspec.Struct, kw_only=True):
@@ -473,7 +474,7 @@ class CustomInstruction(msgspec.Struct, kw_only=True):
 
 
 class BankCacheInfo(msgspec.Struct, kw_only=True):
-    """The daemon's cache of this bank (seed 002 §2.2): its key, files loaded, changes not on
+    """The daemon's cache of this bank (design §10): its key, files loaded, changes not on
     disk yet and the files they touch, the last sync (ISO 8601 UTC, "" before the first) and the
     sync interval."""
 
@@ -584,7 +585,7 @@ ResultT = TypeVar("ResultT", bound=msgspec.Struct)
 
 class Request(msgspec.Struct, Generic[ResultT], tag_field="op", kw_only=True):
     """Base of every request. ``project`` is the client's working directory: the daemon resolves
-    the project from it (SPEC §3) and the request can touch only that project.
+    the project from it (design §3) and the request can touch only that project.
 
     A request type is declared once, here, and says everything the rest derives from it: its
     ``op`` tag, its fields, its help text (the docstring: the CLI and the MCP server show it),
@@ -694,12 +695,13 @@ class AliasRemove(Request[AliasListResult], tag="alias_remove"):
 
 
 Agent = Literal["claude", "codex", "gemini"]
-HookKind = Literal["session_start", "prompt", "pre_compact", "session_end"]
+HookKind = Literal["session_start", "prompt", "pre_compact", "turn_end", "session_end"]
 
 
 class Hook(Request[HookResult], tag="hook"):
-    """An agent hook event (SPEC §12), already translated by ``memctl hook`` from the agent's own
-    JSON: session start, a user prompt, a compaction about to happen, or the end of a session."""
+    """An agent hook event (design §12), already translated by ``memctl hook`` from the agent's own
+    JSON: session start, a user prompt, a compaction about to happen, the end of a turn (a
+    checkpoint), or the end of a session."""
 
     mutates = True  # a prompt's `remember:` writes; a session end finalizes
 
@@ -785,7 +787,7 @@ class Import(Request[ImportResult], tag="import"):
 
 
 class Compact(Request[CompactResult], tag="compact"):
-    """Run compaction now (SPEC §8): decay, TTL expiry and eviction to the archive, purge of old
+    """Run compaction now (design §8): decay, TTL expiry and eviction to the archive, purge of old
     archives. With --dry-run only report what it would do."""
 
     mutates = True
@@ -861,7 +863,7 @@ class Shutdown(Request[ShutdownResult], tag="shutdown"):
     needs_project = False
 
 
-# The memory bank (SPEC §10) and instruction files (SPEC §11).
+# The memory bank (design §10) and instruction files (design §11).
 BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 BankText = Annotated[str, msgspec.Meta(max_length=512 * 1024)]
 Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -923,7 +925,7 @@ class BankActivate(Request[BankActivateResult], tag="bank_activate"):
 
 class BankOptimise(Request[BankOptimiseResult], tag="bank_optimise"):
     """Bring a bank above 5,000 tokens back into the 4-8 K band by moving completed and old items
-    to memory-bank/archive/ (SPEC §10 Bank budget). Without ``apply`` only shows the plan."""
+    to memory-bank/archive/ (design §10 Bank budget). Without ``apply`` only shows the plan."""
 
     mutates = True  # with --apply
 
@@ -993,6 +995,88 @@ class IngestLifecycle(Request[IngestResult], tag="ingest_lifecycle"):
     """Import new decisions of decisionLog.md and completed items of progress.md as entries."""
 
     mutates = True
+
+
+# --------------------------------------------------------------------------- review
+# What memory learned, shown to its user: accept, reject, reword (memctl review, the MCP server,
+# the memory browser). Kept in one block.
+
+ReviewId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+ReviewIds = Annotated[list[ReviewId], msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class ReviewItem(msgspec.Struct, kw_only=True):
+    """Something memory learned that waits for a user's word: a ``candidate`` (an entry capture
+    promoted, in quarantine) or a ``finding`` (captured, not promoted). ``signals`` and
+    ``points`` say why it scored what it scored against the preset's ``threshold`` (``reason``
+    says it in words); ``agent``, ``session_id``, ``transcript_path`` and ``line`` (1-based)
+    where it was captured; ``created_at`` when it was promoted, or when its session began."""
+
+    id: str
+    kind: Literal["candidate", "finding"]
+    content: str
+    category: Category
+    importance: float
+    signals: list[str]
+    points: int
+    threshold: int
+    reason: str
+    rule_id: str | None = None
+    agent: str | None = None
+    session_id: str | None = None
+    transcript_path: str | None = None
+    line: int | None = None
+    created_at: float | None = None
+
+
+class ReviewResult(msgspec.Struct, kw_only=True):
+    """Newest first; ``total``: how many wait in all."""
+
+    items: list[ReviewItem]
+    total: int
+    preset: PresetName
+
+
+class ReviewDecisionResult(msgspec.Struct, kw_only=True):
+    """``ids``: the review items acted on; ``entries``: the entries they are now (confirmed by
+    accept or edit; archived by reject)."""
+
+    action: Literal["accepted", "rejected", "edited"]
+    ids: list[str]
+    entries: list[str]
+
+
+class Review(Request[ReviewResult], tag="review"):
+    """List what memory learned and waits for review (candidates and findings not promoted),
+    newest first, with why each scored what it scored and where it was captured."""
+
+    limit: Limit = 50
+
+
+class ReviewAccept(Request[ReviewDecisionResult], tag="review_accept"):
+    """Accept items waiting for review (by id or unique prefix): they become confirmed memory."""
+
+    mutates = True
+
+    ids: ReviewIds
+
+
+class ReviewReject(Request[ReviewDecisionResult], tag="review_reject"):
+    """Reject items waiting for review: archived with the reason, and never promoted again."""
+
+    mutates = True
+
+    ids: ReviewIds
+    reason: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+
+
+class ReviewEdit(Request[ReviewDecisionResult], tag="review_edit"):
+    """Reword an item waiting for review: TEXT becomes confirmed memory in its place."""
+
+    mutates = True
+
+    target: ReviewId  # the item's id (``id`` is the request's)
+    content: Annotated[str, msgspec.Meta(max_length=65_536)]
 
 
 def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any]], ...]:

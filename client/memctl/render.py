@@ -43,6 +43,8 @@ def status(r: p.StatusResult) -> str:
             f"entries: {e.confirmed} confirmed, {e.pinned} pinned, "
             f"{e.candidate} candidate, {e.archived} archived"
         )
+        if project.awaiting_review:
+            lines.append(f"review: {project.awaiting_review} waiting (memctl review)")
         if project.open_conflicts:
             lines.append(f"conflicts: {project.open_conflicts} open (memctl conflicts)")
         if project.last_compacted_at is not None:
@@ -106,6 +108,52 @@ def search(r: p.SearchResult) -> str:
         [_short(x.id), f"{x.score:.3f}", f"{x.category}/{x.status}", x.content] for x in r.results
     ]
     return table(rows)
+
+
+def review(r: p.ReviewResult) -> str:
+    """One row an item: its age, category, score against the preset's threshold and the
+    signals that made it, where it was captured (agent, session, transcript line), its text."""
+    if not r.items:
+        return "nothing waits for review"
+    rows = [["ID", "AGE", "KIND", "SCORE", "WHY", "FROM", "CONTENT"]]
+    rows += [
+        [
+            _short(x.id),
+            ago(x.created_at),
+            f"{x.category}/{x.kind}",
+            f"{x.points}/{x.threshold}",
+            "+".join(x.signals) or ("filtered" if x.reason.startswith("filtered") else "-"),
+            _origin(x),
+            _line(x.content, REVIEW_TEXT_CHARS),
+        ]
+        for x in r.items
+    ]
+    more = r.total - len(r.items)
+    tail = f"\n… {more} more (use --limit)" if more > 0 else ""
+    return table(rows) + tail + f"\n(score: points/threshold of the {r.preset} preset)"
+
+
+REVIEW_TEXT_CHARS = 100  # of a row's text; --json has it whole
+
+
+def _line(text: str, limit: int) -> str:
+    """``text`` on one line (a captured text may hold several), cut at ``limit``."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _origin(x: p.ReviewItem) -> str:
+    where = x.agent or "?"
+    if x.session_id:
+        where += f" {x.session_id[:8]}"
+    return where + (f":{x.line}" if x.line is not None else "")
+
+
+def review_decided(r: p.ReviewDecisionResult) -> str:
+    if r.action == "rejected":
+        return f"rejected {len(r.ids)}: " + ", ".join(_short(i) for i in r.ids)
+    made = ", ".join(_short(i) for i in r.entries)
+    return f"{r.action} {len(r.ids)}: " + ", ".join(_short(i) for i in r.ids) + f" → {made}"
 
 
 def listing(r: p.ListResult) -> str:

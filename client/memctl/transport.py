@@ -1,4 +1,4 @@
-"""Request/reply over ZeroMQ with a hard time budget (SPEC §4 client transport).
+"""Request/reply over ZeroMQ with a hard time budget (design §4 client transport).
 
 A DEALER socket with LINGER 0 and IMMEDIATE 1: nothing queues for a daemon that is not there and
 nothing blocks process exit. On a timeout the socket is closed and reopened and the request is

@@ -66,7 +66,7 @@ class Daemon:
         started = time.monotonic()
         endpoint = paths.endpoint()
         if not endpoint.startswith("ipc://"):
-            # SPEC §4: TCP only with CURVE keys, which are not implemented yet.
+            # design §4: TCP only with CURVE keys, which are not implemented yet.
             raise runtime.UnsafeRuntimeDir(
                 f"refusing to serve {endpoint}: only ipc:// sockets are supported (TCP would "
                 "need CURVE authentication)"
@@ -138,6 +138,8 @@ class Daemon:
         stack.callback(jobs.shutdown)
         if capture is not None:
             stack.callback(capture.save_cursors)
+            # Runs before the cursors are saved: a session still open is over for this daemon.
+            stack.callback(capture.finalize_all, "shutdown")
         # Always: with capture off, the watcher still watches the memory banks.
         stack.enter_context(self._watching(parts))
         return parts
@@ -336,7 +338,7 @@ def _bind(stack: contextlib.ExitStack, server: Server, endpoint: str) -> None:
 
 
 def _watch_banks(watcher: TranscriptWatcher, registry: ProjectRegistry, banks: BankService) -> None:
-    """External edits of decisionLog.md / progress.md become entries (SPEC §9): each open
+    """External edits of decisionLog.md / progress.md become entries (design §9): each open
     project's memory-bank/ is watched, from when it opens or its bank is created."""
     accept = BankService.is_lifecycle_file
 

@@ -1,5 +1,5 @@
 """Atomic file replacement: temp file in the same directory, flush + fsync, rename, fsync the
-directory (SPEC §3). Readers see the old file or the new one, never a mix."""
+directory (design §3). Readers see the old file or the new one, never a mix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-project audit journal: ``audit.jsonl``, append-only, hash-chained (SPEC §3).
+"""The per-project audit journal: ``audit.jsonl``, append-only, hash-chained (design §3).
 
 Journal-first: an event is written and fsynced here before the store applies it, and the store
 records the sequence number it has applied in the same transaction. On open, events the store has

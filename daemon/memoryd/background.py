@@ -1,4 +1,4 @@
-"""Background errors awaiting a client (seed 002's error history, SPEC §4 ``previous_errors``).
+"""Background errors awaiting a client (design §10's error history, design §4 ``previous_errors``).
 
 Failures that happen outside any request (a sync, a replay, a parse) are recorded here and handed
 to the next client reply, at most ``limit`` at a time, each reported once.

@@ -24,6 +24,13 @@ def _parser() -> argparse.ArgumentParser:
             "--dry-run", action="store_true", help="print what would be done, change nothing"
         )
     sub.add_parser("config-example", help="print every setting with its default, as TOML")
+    check = sub.add_parser(
+        "check-config",
+        help="check the configuration and print every setting in effect with where it came "
+        "from (default, file, environment)",
+    )
+    check.add_argument("--config", type=Path, help="config file (default as for run)")
+    check.add_argument("--json", action="store_true", help="one JSON object")
     return parser
 
 
@@ -31,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "check-config":
+        return _check_config(args)
     if args.command == "config-example":
         from memoryd.config import render_example
 
@@ -53,6 +62,30 @@ def _run(args: argparse.Namespace) -> int:
     except (AlreadyRunning, UnsafeRuntimeDir) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 1
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    """Exit 2 with the reason when the configuration would stop ``memoryd run``; otherwise 0
+    and the effective configuration."""
+    import json
+    import os
+
+    from memoryd.config import ConfigError, effective, load, render_effective
+
+    try:
+        settings = load(args.config)
+    except ConfigError as exc:
+        print(f"memoryd: {exc}", file=sys.stderr)
+        return 2
+    origins = effective(settings, args.config, os.environ)
+    if args.json:
+        nested: dict[str, dict[str, object]] = {}
+        for o in origins:
+            nested.setdefault(o.section, {})[o.key] = {"value": o.value, "source": o.source}
+        print(json.dumps(nested, indent=2))
+    else:
+        sys.stdout.write(render_effective(origins, args.config))
+    return 0
 
 
 def _service(command: str, dry_run: bool) -> int:

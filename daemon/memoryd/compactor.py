@@ -1,4 +1,4 @@
-"""Compaction as daemon work (SPEC §8): when it runs, and how it shares the owner thread.
+"""Compaction as daemon work (design §8): when it runs, and how it shares the owner thread.
 
 The core (``memoryd.core.compaction``) decides; this service feeds it a keyset page of entries
 per step and applies its plan a batch per step, each batch one event (``CompactionApplied``) in
@@ -30,7 +30,7 @@ from memoryd.core.events import CompactionEvent
 from memoryd.project import ProjectMemory
 
 APPLY_BATCH = 500  # decisions per event and transaction: see bench/compaction.py
-EVERY_ACCESSES = 50  # SPEC §8: a run after this many entries were injected
+EVERY_ACCESSES = 50  # design §8: a run after this many entries were injected
 MAX_WAITING = 64  # client requests waiting for a run
 
 
@@ -155,7 +155,7 @@ class Compactor:
         return run
 
     def on_open(self, project: ProjectMemory) -> None:
-        """A project opened: compact it (SPEC §8, on load), unless it holds nothing yet (what
+        """A project opened: compact it (design §8, on load), unless it holds nothing yet (what
         the opening request adds is not "loaded": the next run sees it)."""
         c = project.entry_counts()
         if c.candidate + c.confirmed + c.pinned + c.archived:

@@ -103,7 +103,7 @@ _CORE_RETRIEVAL = RetrievalConfig()
 
 
 class RetrievalSettings(_Section):
-    """SPEC §5 retrieval and budget defaults; ``to_core`` hands them to the pure pipeline."""
+    """design §5 retrieval and budget defaults; ``to_core`` hands them to the pure pipeline."""
 
     category_weights: dict[str, float] = Field(
         _CORE_RETRIEVAL.category_weights, description="Score multiplier per category."
@@ -224,7 +224,7 @@ class CaptureSettings(_Section):
 
 
 class BanksSettings(_Section):
-    """Memory banks (SPEC §10): the optional LLM processor of ``bank_process`` and discovery."""
+    """Memory banks (design §10): the optional LLM processor of ``bank_process`` and discovery."""
 
     llm_base_url: str = Field(
         "",
@@ -438,4 +438,55 @@ def render_example() -> str:
         for key, sub in section.model_fields.items():
             lines.append(f"# {sub.description}")
             lines.append(f"{key} = {_toml_value(sub.default)}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- check-config
+
+
+class Origin(BaseModel):
+    """One effective setting and where its value came from."""
+
+    section: str
+    key: str
+    value: Any
+    source: str  # "default", the config file's path, or "environment variable MEMORYD_…"
+
+
+def effective(
+    settings: Settings, config_file: Path | None, environ: Mapping[str, str]
+) -> list[Origin]:
+    """Every setting as ``settings`` holds it, with its origin: the environment wins over the
+    file, the file over the default (as ``load`` applied them)."""
+    path = config_file or default_config_file()
+    try:
+        from_file = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        from_file = {}  # load() has reported it already
+    found = []
+    for section in Settings.model_fields:
+        values = getattr(settings, section).model_dump(mode="json")
+        in_file = from_file.get(section, {})
+        for key, value in values.items():
+            variable = f"MEMORYD_{section}__{key}".upper()
+            if variable in environ or f"MEMORYD_{section}".upper() in environ:
+                source = f"environment variable {variable}"
+            elif isinstance(in_file, dict) and key in in_file:
+                source = str(path)
+            else:
+                source = "default"
+            found.append(Origin(section=section, key=key, value=value, source=source))
+    return found
+
+
+def render_effective(origins: Iterable[Origin], config_file: Path | None) -> str:
+    """The effective configuration as TOML, each value followed by where it came from."""
+    path = config_file or default_config_file()
+    lines = [f"# memoryd's effective configuration; file: {path if path.is_file() else 'none'}"]
+    section = None
+    for o in origins:
+        if o.section != section:
+            section = o.section
+            lines += ["", f"[{section}]"]
+        lines.append(f"{o.key} = {_toml_value(o.value)}  # {o.source}")
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""The tantivy search index of one project: derived data, kept in step with SQLite (SPEC §5).
+"""The tantivy search index of one project: derived data, kept in step with SQLite (design §5).
 
 The index stores, in the same commit as the documents, a ``__meta__`` document holding the store
 change sequence it has applied, so "what the index knows" is exactly as durable as the index. On
@@ -290,7 +290,7 @@ class SearchIndex:
         entry_ids, finding_ids = split_ids(ids)
         entries = store.get_many(entry_ids)
         findings = store.get_findings(finding_ids) if finding_ids else {}
-        promoted = store.promoted_findings(finding_ids) if finding_ids else set()
+        promoted = store.settled_findings(finding_ids) if finding_ids else set()
         for doc_id in ids:
             self._writer.delete_documents_by_term("id", doc_id)
             if doc_id in entries:
@@ -308,7 +308,7 @@ class SearchIndex:
             self._writer.add_document(self._document(entry))
             count += 1
         findings = list(store.iter_findings())
-        promoted = store.promoted_findings([f.id for f in findings]) if findings else set()
+        promoted = store.settled_findings([f.id for f in findings]) if findings else set()
         for finding in findings:
             self._writer.add_document(self._finding_document(finding, finding.id in promoted))
         self._commit(store.change_seq())

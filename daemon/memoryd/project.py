@@ -58,7 +58,7 @@ from memoryd.core.projects import slug as project_slug
 from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.redaction import redact
 from memoryd.index import Hits, SearchIndex, SearchScope, split_ids
-from memoryd.store.base import FINDING_PREFIX, Store, StoreCorrupt
+from memoryd.store.base import FINDING_PREFIX, SessionRecord, Store, StoreCorrupt
 from memoryd.store.sqlite import SqliteStore
 
 ID_PREFIX_MIN = 4
@@ -205,7 +205,7 @@ class ProjectMemory:
 
     def remember(self, req: p.Remember) -> p.RememberResult:
         now = self._clock()
-        # Redaction before anything is stored (SPEC §6): a pasted key never reaches the disk.
+        # Redaction before anything is stored (design §6): a pasted key never reaches the disk.
         content = core_entries.clean_content(redact(req.content).text)
         category = core_entries.resolve_category(req.category, req.section, content)
         candidate = core_entries.new_entry(
@@ -331,7 +331,7 @@ class ProjectMemory:
             tags=core_entries.clean_tags(redact(t).text for t in line.tags),
             file_paths=core_entries.clean_paths(redact(f).text for f in line.file_paths),
         )
-        # Backdated times and uses are kept, so imported memory ages as it had (SPEC §8).
+        # Backdated times and uses are kept, so imported memory ages as it had (design §8).
         return msgspec.structs.replace(
             entry,
             last_accessed_at=accessed,
@@ -342,7 +342,7 @@ class ProjectMemory:
     # ------------------------------------------------------------------ supersede, archive
 
     def supersede(self, target: str, content: str) -> p.SupersedeResult:
-        """Replace an entry's text (SPEC §9): a new entry with the old one's category, tags,
+        """Replace an entry's text (design §9): a new entry with the old one's category, tags,
         files, importance and status; the old one archived as ``superseded``; a ``replaces``
         edge; one event, one transaction."""
         old = self._one_target(target)
@@ -419,7 +419,7 @@ class ProjectMemory:
         other = None if kept is None else (c.b.id if kept == c.a.id else c.a.id)
         return p.ResolveResult(id=c.id, kept=kept, superseded=other)
 
-    # ------------------------------------------------------------------ compaction (SPEC §8)
+    # ------------------------------------------------------------------ compaction (design §8)
 
     def entries_after(self, after_id: str, limit: int) -> list[p.Entry]:
         """A keyset page of every entry, archived included, in id order."""
@@ -541,7 +541,7 @@ class ProjectMemory:
         self.set_setting("preset", name)
 
     def review_quarantine(self, now: float) -> int:
-        """Candidates past 24 h: confirmed if accessed, otherwise importance × 0.8 (SPEC §7)."""
+        """Candidates past 24 h: confirmed if accessed, otherwise importance × 0.8 (design §7)."""
         self.flush_accesses()
         outcomes = review_quarantine(self.store.candidates_created_before(now - QUARANTINE_S), now)
         if outcomes:
@@ -640,6 +640,32 @@ class ProjectMemory:
         """Findings of these sessions not promoted yet, most important first (session tier)."""
         return self.store.unpromoted_findings(session_ids, limit)
 
+    def awaiting_review(self, limit: int) -> list[SessionFinding]:
+        """Findings waiting for a user's review (not promoted, not settled, not in memory in
+        the same words), one per text, newest session first."""
+        return self.store.awaiting_review(limit)
+
+    def review_count(self) -> int:
+        """Candidates and findings waiting for review."""
+        return self.store.counts().candidate + len(self.store.awaiting_review(REVIEW_COUNT_CAP))
+
+    def findings_by_id(self, ids: Sequence[str]) -> dict[str, SessionFinding]:
+        return self.store.get_findings(ids)
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        """A captured session's transcript, cursor and state."""
+        return self.store.session(session_id)
+
+    def holds(self, fingerprint: str) -> bool:
+        """Whether an active entry holds this text."""
+        return self.store.find_fingerprint(fingerprint) is not None
+
+    def now(self) -> float:
+        return self._clock()
+
+    def new_id(self) -> str:
+        return self._new_id()
+
     def finding_spread(
         self, fingerprints: Sequence[str]
     ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -680,6 +706,7 @@ class ProjectMemory:
             sessions=self.store.session_count(),
             last_compacted_at=self.compacted_at,
             open_conflicts=len(self.store.open_conflicts()),
+            awaiting_review=self.review_count(),
             index=p.IndexInfo(
                 documents=state.documents,
                 applied_seq=state.applied_seq,
@@ -717,6 +744,7 @@ class ProjectMemory:
 
 
 QUARANTINE_S = 24 * 3600
+REVIEW_COUNT_CAP = 10_000  # findings counted for status at most
 EPISODE_SEARCH_SCAN = 10_000  # episodes a text query looks through
 _CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
 

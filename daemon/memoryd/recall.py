@@ -1,4 +1,4 @@
-"""Search and inject (SPEC §5): the retrieval pipeline run against one project.
+"""Search and inject (design §5): the retrieval pipeline run against one project.
 
 The index finds candidates, the pure core scores and cuts them, the store supplies the text, and
 the injection builder packs the payload into its budget. Latencies feed the SLO monitor, which
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from memctl import protocol as p
@@ -115,16 +116,18 @@ class Recall:
         *,
         session_ids: Sequence[str] = (),
         always_only: bool = False,
+        leave_out: AbstractSet[str] = frozenset(),
     ) -> p.InjectResult:
         """The payload for ``req``. ``session_ids`` are the sessions whose unpromoted findings
         make the session bridge tier; ``always_only`` keeps just the always-inject tier (what
-        must survive a compaction)."""
+        must survive a compaction); ``leave_out``: entries the payload must not carry (what
+        the prompt itself just asked to remember: the agent has it in front of it)."""
         started = time.perf_counter()
-        pinned = project.pinned(self.config.max_pinned)
+        pinned = [e for e in project.pinned(self.config.max_pinned) if e.id not in leave_out]
         pinned_ids = {e.id for e in pinned}
         items: dict[str, list[Item]] = {"always": [_item(e) for e in pinned]}
         if not always_only:
-            relevant = self._relevant(project, req, exclude=pinned_ids)
+            relevant = self._relevant(project, req, exclude=pinned_ids | leave_out)
             items["retrieval"] = [_item(e) for e in relevant]
             items["session"] = self._session_items(
                 project, [*session_ids, *([req.session] if req.session else [])]
@@ -179,7 +182,7 @@ class Recall:
         relevant: list[p.Entry],
         items: dict[str, list[Item]],
     ) -> None:
-        """Both sides of an active conflict are shown, with the marker (fail loud, seed D7)."""
+        """Both sides of an active conflict are shown, with the marker (fail loud, design §5)."""
         shown = {e.id: e for e in (*pinned, *relevant)}
         pairs = project.active_conflicts(list(shown))
         if not pairs:

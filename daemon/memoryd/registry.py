@@ -1,4 +1,4 @@
-"""Which project a request belongs to, and the open ``ProjectMemory`` of each (SPEC §3).
+"""Which project a request belongs to, and the open ``ProjectMemory`` of each (design §3).
 
 A request names its client's working directory; the registry resolves it to the project root
 and hands out that project's memory, and nothing else: per-project isolation starts here.

@@ -1,5 +1,5 @@
 """The daemon's footprint in the runtime directory: a private directory, the single-instance
-lock, the socket file, and the systemd readiness notification (SPEC §4, §12)."""
+lock, the socket file, and the systemd readiness notification (design §4, §12)."""
 
 from __future__ import annotations
 

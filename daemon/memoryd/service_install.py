@@ -1,5 +1,5 @@
 """``memoryd install-service`` / ``uninstall-service``: fill the systemd unit or launchd plist
-template with the installed paths and say the one command that enables it (SPEC §12)."""
+template with the installed paths and say the one command that enables it (design §12)."""
 
 from __future__ import annotations
 

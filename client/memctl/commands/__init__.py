@@ -100,9 +100,9 @@ class Commands:
         return Group(name, actions)
 
     def register_all(self) -> None:
-        from memctl.commands import admin, agents, bank, instructions, memory
+        from memctl.commands import admin, agents, bank, instructions, memory, review
 
-        for domain in (admin, memory, bank, instructions, agents):
+        for domain in (admin, memory, review, bank, instructions, agents):
             domain.register(self)
 
 

@@ -1,4 +1,4 @@
-"""Commands on the memory bank (``memory-bank/*.md``, SPEC §10), projects, and the lifecycle
+"""Commands on the memory bank (``memory-bank/*.md``, design §10), projects, and the lifecycle
 import."""
 
 from __future__ import annotations

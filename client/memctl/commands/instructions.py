@@ -1,4 +1,4 @@
-"""Commands on the instruction files (``MEMORY.md`` and its imports, SPEC §11)."""
+"""Commands on the instruction files (``MEMORY.md`` and its imports, design §11)."""
 
 from __future__ import annotations
 

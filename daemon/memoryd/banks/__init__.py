@@ -1,1 +1,1 @@
-"""Memory banks (SPEC §10): the seven markdown files of a project and what updates them."""
+"""Memory banks (design §10): the seven markdown files of a project and what updates them."""

@@ -1,4 +1,4 @@
-"""The in-memory bank cache (SPEC §10 "In-memory cache"; seed 002 §2.1). Owner thread only.
+"""The in-memory bank cache (design §10 "In-memory cache"; design §10). Owner thread only.
 
 Keyed ``{bank_type}:{bank_id}`` (``memory-bank:<project root>``), it holds every bank file it
 has served, and is what readers get while the daemon runs. A file's cached text is its ``base``
@@ -507,7 +507,7 @@ class BankCache:
     # -- diagnostics ---------------------------------------------------------------------------
 
     def describe(self, root: Path, interval_s: float) -> p.BankCacheInfo:
-        """The cache metadata ``bank_activate`` reports (seed 002 §2.2)."""
+        """The cache metadata ``bank_activate`` reports (design §10)."""
         cached = self.bank(root)
         pending = [f.name for f in cached.files.values() if f.pending]
         return p.BankCacheInfo(

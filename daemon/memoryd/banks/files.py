@@ -1,4 +1,4 @@
-"""One project's memory bank on disk (SPEC §10; seed 000 §7–§9): init, read, list, validate,
+"""One project's memory bank on disk (design §10; design §10–§9): init, read, list, validate,
 activate, and the two primitives every change goes through: ``load`` a file and
 ``store_if_unchanged`` its new text.
 
@@ -165,7 +165,7 @@ class Bank:
         contents: tuple[dict[str, str | None], list[str]] | None = None,
     ) -> Activation:
         """Everything a session starts with: the bank in read order, the custom instructions
-        for this mode and these files, and the bank's state (seed 002 §2.2). ``contents``:
+        for this mode and these files, and the bank's state (design §10). ``contents``:
         the bank as the daemon's cache has it, instead of as it is on disk."""
         texts, refused = contents if contents is not None else self.contents()
         content = {name: text for name, text in texts.items() if text is not None}

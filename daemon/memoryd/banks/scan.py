@@ -1,5 +1,5 @@
 """Looking at projects from outside: what a codebase is made of, for a new bank's techContext and
-systemPatterns (seed 000 §7.1), and which directories hold a bank (seed 000 §12). Both are
+systemPatterns (design §10), and which directories hold a bank (design §10). Both are
 bounded and never follow a symlink, so a link cannot lead a scan out of the tree it was given."""
 
 from __future__ import annotations

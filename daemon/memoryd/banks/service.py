@@ -1,4 +1,4 @@
-"""The memory bank and instruction file operations the handlers call (SPEC §9 lifecycle, §10,
+"""The memory bank and instruction file operations the handlers call (design §9 lifecycle, §10,
 §11): each request reaches only the bank of the project its working directory resolves to.
 
 Banks are read and changed through the in-memory cache (``memoryd.banks.cache``): a change is

@@ -1,4 +1,4 @@
-"""The FIFO writer (seed 002 §2.1): one thread that writes bank files, one job at a time, in the
+"""The FIFO writer (design §10): one thread that writes bank files, one job at a time, in the
 order the cache handed them over, so two writes of a file never race.
 
 A job carries the cache's text for the file and the hash of the disk text it was made from. The

@@ -1,4 +1,4 @@
-"""Capture from agent transcripts (SPEC §6).
+"""Capture from agent transcripts (design §6).
 
 ``parsers`` turns transcript lines of Claude Code, Codex and Gemini CLI into
 ``memoryd.core.capture.transcript.Message`` values, one agent per module, pure and incremental.

@@ -1,10 +1,12 @@
-"""Capture (SPEC §6, §7): transcripts → messages → findings → session memory → promotion.
+"""Capture (design §6, §7): transcripts → messages → findings → session memory → promotion.
 
 Runs on the owner thread only; the watcher merely tells it which file changed. Each transcript
 file is one session. New complete lines are parsed into messages; findings are extracted by
-rule, redacted, and journaled as checkpoints of session memory (searchable at once); when the
-session ends (SessionEnd/Stop hook, or idle for ``idle_minutes``) it is finalized: an ``auto``
-episode, promotion of the findings that earn it, every decision in the audit log.
+rule, redacted, and journaled as checkpoints of session memory (searchable at once); a turn's end
+(the Stop hook) is one more checkpoint. The session is finalized once, when it ends: the
+SessionEnd hook, the agent's next session in the project, idle for ``idle_minutes``, or the
+daemon's shutdown; then come an ``auto`` episode, promotion of the findings that earn it, every
+decision in the audit log.
 
 Cursors (inode, offset) are kept in one small file in the state directory. After a crash a file
 is simply read again from the start: findings have deterministic ids and promotion dedups by
@@ -344,7 +346,7 @@ class CaptureService:
         return ProjectPaths(live.project_root, self._home)
 
     def _inherited(self, live: LiveSession, project: ProjectMemory) -> list[SessionFinding]:
-        """Copy-on-fork (seed 004 §14): a session forked from another starts with a copy of the
+        """Copy-on-fork (design §6): a session forked from another starts with a copy of the
         parent's findings, as its own; both can then promote, and fingerprints dedup."""
         if live.inherited is None:
             parent = live.state.parent_session_id
@@ -381,8 +383,8 @@ class CaptureService:
         if project is None or not self._enabled(project):
             return False
         # The first close reads the whole session (an error and its fix may be far apart); a
-        # later one (Codex sends Stop after every turn) checkpoints what is new and decides on
-        # the findings already recorded, so a turn never costs a pass over the whole transcript.
+        # later one (a session resumed after it was closed) checkpoints what is new and decides
+        # on the findings already recorded, never a second pass over the whole transcript.
         incremental = live.closed_before or live.resumed
         findings = self._checkpoint(live, full=not incremental)
         if incremental:
@@ -439,19 +441,62 @@ class CaptureService:
     def finalize_session(
         self, project: ProjectMemory, transcript_path: str | None, agent: Agent
     ) -> bool:
-        """The agent says its session ended: read what is new in its transcript, then close it.
-        Only a transcript of that agent, and of the project that asks, is touched: a hook cannot
-        make the daemon read an arbitrary file, or write into another project's memory."""
+        """The agent says its session ended: read what is new in its transcript, then close it."""
+        live = self._hooked(project, transcript_path, agent)
+        return live is not None and self.finalize(live.path, "session_end")
+
+    def turn_ended(self, project: ProjectMemory, transcript_path: str | None, agent: Agent) -> bool:
+        """A turn ended (Claude's and Codex's ``Stop``): a checkpoint of what is new in the
+        transcript. The session goes on: it is finalized at its end, at the agent's next
+        session, when idle, or at shutdown."""
+        return self._hooked(project, transcript_path, agent) is not None
+
+    def _hooked(
+        self, project: ProjectMemory, transcript_path: str | None, agent: Agent
+    ) -> LiveSession | None:
+        """The session a hook names, read up to date. Only a transcript of that agent, and of
+        the project that asks, is touched: a hook cannot make the daemon read an arbitrary file,
+        or write into another project's memory."""
         if not transcript_path or parsers.detect_agent(transcript_path) != agent:
-            return False
+            return None
         live = self.file_changed(transcript_path, agent)
         if live is None:
-            return False
+            return None
         if self._project(live) is None:
             live.project_root = str(project.root)  # the hook names it when the transcript does not
         elif live.project_root != str(project.root):
-            return False
-        return self.finalize(transcript_path, "session_end")
+            return None
+        return live
+
+    def session_started(
+        self, project: ProjectMemory, transcript_path: str | None, agent: Agent
+    ) -> int:
+        """A new session of ``agent`` began in ``project``: its sessions before it are over
+        (Codex never says so). One still going on in another terminal is finalized again at its
+        own end: the episode is refreshed, and promotion never takes a text twice."""
+        root = str(project.root)
+        ended = [
+            path
+            for path, live in self._live.items()
+            if live.agent == agent
+            and live.project_root == root
+            and path != transcript_path
+            and not live.finalized
+        ]
+        return sum(self.finalize(path, "new_session") for path in ended)
+
+    def finalize_all(self, reason: str) -> int:
+        """At shutdown: every session still open is finalized (a failure is reported, and the
+        others are still closed)."""
+        done = 0
+        for path, live in list(self._live.items()):
+            if live.finalized:
+                continue
+            try:
+                done += self.finalize(path, reason)
+            except MemorydError as exc:
+                self._errors.record(f"session {live.session_id} not finalized: {exc}", "warning")
+        return done
 
     def live_sessions(self, project: ProjectMemory) -> list[str]:
         root = str(project.root)

@@ -1,4 +1,4 @@
-"""Incremental reading of transcript files (SPEC §6): only what was appended since the last read.
+"""Incremental reading of transcript files (design §6): only what was appended since the last read.
 
 Claude Code, Codex and Gemini ``.jsonl`` transcripts are append-only, so a persisted ``Cursor``
 (inode, byte offset) is enough to resume: ``read_new`` seeks there and hands back complete lines

@@ -1,7 +1,7 @@
-"""Watching the agents' transcript folders (SPEC §6): which files changed, debounced.
+"""Watching the agents' transcript folders (design §6): which files changed, debounced.
 
 The watcher only reports paths; reading them (``capture.tail``) and everything after happens on
-the owner thread, which ``on_change`` is expected to message over ``inproc://`` (SPEC §1): it
+the owner thread, which ``on_change`` is expected to message over ``inproc://`` (design §1): it
 runs on the watcher's own debounce thread and must not touch the store.
 
 Roots that do not exist at ``start()`` are skipped and listed in ``missing_roots``; one that

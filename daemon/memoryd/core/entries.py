@@ -12,7 +12,7 @@ from memoryd.core.errors import BadRequest, TooLarge
 
 MAX_CONTENT_CHARS = 500
 
-# SPEC §2, in table order: TTL in days and the section each category renders under.
+# design §2, in table order: TTL in days and the section each category renders under.
 CATEGORY_TABLE: dict[Category, tuple[int, str]] = {
     "task_progress": (14, "Recent Work"),
     "discovery": (21, "Architecture"),
@@ -44,7 +44,7 @@ def section_of(category: Category) -> str:
 
 
 def category_for_section(section: str) -> Category:
-    """A section maps to its first category in the SPEC §2 table (Constraints → warning)."""
+    """A section maps to its first category in the design §2 table (Constraints → warning)."""
     try:
         return SECTION_TO_CATEGORY[section.strip().casefold()]
     except KeyError:
@@ -81,12 +81,12 @@ _WS = re.compile(r"\s+")
 
 
 def normalize(content: str) -> str:
-    """Fingerprint normalization (seed 004 §12): lowercase, collapse whitespace, trim."""
+    """Fingerprint normalization (design §5): lowercase, collapse whitespace, trim."""
     return _WS.sub(" ", content.lower()).strip()
 
 
 def _djb2(text: str, seed: int) -> int:
-    # Over UTF-16 code units, as the seed's JavaScript implementation hashes charCodeAt().
+    # Over UTF-16 code units, as the original JavaScript implementation hashes charCodeAt().
     h = seed
     data = text.encode("utf-16-le")
     for i in range(0, len(data), 2):

@@ -125,7 +125,7 @@ class Episode(msgspec.Struct, frozen=True, kw_only=True):
 
 class SessionFinalized(msgspec.Struct, tag="session_finalized", frozen=True):
     """A session ended: its episode, every promotion decision with its signals and points, and
-    the candidate entries promoted (SPEC §6, §7). Applied in one transaction."""
+    the candidate entries promoted (design §6, §7). Applied in one transaction."""
 
     session_id: str
     reason: str
@@ -156,7 +156,7 @@ class BankFileSynced(msgspec.Struct, tag="bank_file_synced", frozen=True, kw_onl
 
 
 class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=True):
-    """An entry's decayed importance fell a step (SPEC §8) since the last compaction.
+    """An entry's decayed importance fell a step (design §8) since the last compaction.
 
     For the audit log only: decayed importance is derived from the stored ``importance`` (the
     baseline, left unchanged) and the clock, so applying this changes no stored value."""
@@ -173,7 +173,7 @@ class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=Tru
 
 class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=True):
     """Unused longer than its category's TTL and accessed fewer times than the threshold:
-    archived as ``stale`` (SPEC §8), never deleted."""
+    archived as ``stale`` (design §8), never deleted."""
 
     id: str
     category: Category
@@ -185,7 +185,7 @@ class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=Tru
 
 class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=True):
     """Active memory passed the soft limit and this entry ranked below the ones kept: archived
-    as ``evicted`` (SPEC §8), never deleted."""
+    as ``evicted`` (design §8), never deleted."""
 
     id: str
     decayed: float  # its decayed importance, the rank key
@@ -197,7 +197,7 @@ class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=Tru
 
 
 class ArchivePurged(msgspec.Struct, tag="archive_purged", frozen=True, kw_only=True):
-    """An archived entry older than ``archive_days`` was deleted for good (SPEC §8)."""
+    """An archived entry older than ``archive_days`` was deleted for good (design §8)."""
 
     id: str
     archived_reason: ArchivedReason | None
@@ -223,7 +223,7 @@ class CompactionApplied(msgspec.Struct, tag="compaction_applied", frozen=True, k
 
 
 class EntrySuperseded(msgspec.Struct, tag="entry_superseded", frozen=True, kw_only=True):
-    """``entry`` replaces ``old_id`` (SPEC §9): the new entry is added, the old one archived as
+    """``entry`` replaces ``old_id`` (design §9): the new entry is added, the old one archived as
     ``superseded`` with ``superseded_by``, and a ``replaces`` edge links them, atomically."""
 
     old_id: str
@@ -253,6 +253,33 @@ class ConflictResolved(msgspec.Struct, tag="conflict_resolved", frozen=True, kw_
     resolved_at: float
 
 
+class ReviewAccepted(msgspec.Struct, tag="review_accepted", frozen=True, kw_only=True):
+    """A user accepted what ``memctl review`` showed (accept, or edit): candidates become
+    confirmed, findings become confirmed entries (``added``, each with its finding in
+    ``promoted_from``), an edited candidate is replaced by its new words (``replaced``: old id,
+    new id; the old one archived as superseded). ``settled``: the fingerprints of texts the user
+    reworded, so that capture never promotes them again in their old words."""
+
+    confirmed: tuple[str, ...] = ()
+    added: tuple[Entry, ...] = ()
+    promoted_from: tuple[tuple[str, str], ...] = ()  # (finding id, entry id)
+    replaced: tuple[tuple[str, str], ...] = ()  # (old entry id, new entry id)
+    settled: tuple[str, ...] = ()
+    accepted_at: float
+
+
+class ReviewRejected(msgspec.Struct, tag="review_rejected", frozen=True, kw_only=True):
+    """A user rejected candidates or findings, for ``reason``: the candidates are archived
+    (reason ``user``), and each fingerprint is remembered, so the same text is never promoted
+    again, never waits for review again and never reaches a payload."""
+
+    archived: tuple[str, ...]
+    findings: tuple[str, ...]  # the finding ids the user named (the record of what was shown)
+    fingerprints: tuple[str, ...]
+    reason: str
+    rejected_at: float
+
+
 Event = (
     EntryAdded
     | EntryReinforced
@@ -278,13 +305,15 @@ Event = (
     | EntriesArchived
     | EntryUnarchived
     | ConflictResolved
+    | ReviewAccepted
+    | ReviewRejected
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1
 
 
 def plan_remember(candidate: Entry, existing: Entry | None, now: float) -> Event:
-    """Same fingerprint → reinforce the existing entry (seed 004 §12); otherwise add."""
+    """Same fingerprint → reinforce the existing entry (design §5); otherwise add."""
     if existing is None:
         return EntryAdded(candidate)
     return EntryReinforced(

@@ -1,4 +1,4 @@
-"""Instruction files, the pure part (SPEC §11; seed 003): tiers and their order, frontmatter,
+"""Instruction files, the pure part (design §11; design §11): tiers and their order, frontmatter,
 the ``@import`` grammar, provenance segments, rendering, the token budget and ``save_memory``
 planning. Nothing here touches the file system; ``memoryd.instructions.loader`` does.
 
@@ -18,8 +18,8 @@ project ``.memoryd/MEMORY.local.md``       320
 project ``MEMORY.local.md``                330
 ====================================  ========
 
-The explicit project file outranks the hidden one (seed §2), and every ``.local.md`` outranks every
-shared file of its tier (seed §6). A frontmatter ``priority`` replaces the file's default number;
+The explicit project file outranks the hidden one, and every ``.local.md`` outranks every
+shared file of its tier (design §11). A frontmatter ``priority`` replaces the file's default number;
 ties keep the table's order. Imported files carry no priority of their own: their segments follow
 the importing file's segment, depth first, in directive order.
 """
@@ -246,7 +246,7 @@ def render(segments: Sequence[Segment]) -> str:
 
 
 def memory_budget(context_tokens: int, percent: int = BUDGET_PERCENT) -> int:
-    """The instruction files' share of a model context (seed §4: 10 % by default)."""
+    """The instruction files' share of a model context (10 % by default)."""
     return max(0, math.floor(context_tokens * percent / 100))
 
 

@@ -1,4 +1,4 @@
-"""Project identity: which directory a request belongs to, and its storage slug (SPEC §3)."""
+"""Project identity: which directory a request belongs to, and its storage slug (design §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redaction: secrets become ``[REDACTED:<kind>]`` before anything is persisted (SPEC §6).
+"""Redaction: secrets become ``[REDACTED:<kind>]`` before anything is persisted (design §6).
 
 Known credential formats are found by pattern rules, unknown ones by a Shannon-entropy check.
 Rules are data (``SecretRule``), so rules from the configuration can be appended to
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 ENTROPY_BITS = 4.0  # bits per char above which an unknown token may be a secret
-ENTROPY_MIN_LEN = 21  # SPEC: "tokens > 20 chars"
+ENTROPY_MIN_LEN = 21  # design §6: "tokens > 20 chars"
 # A replacement cannot create a match in practice; the next pass proves it, and the bound keeps
 # a pathological input from looping.
 _MAX_PASSES = 3

@@ -1,4 +1,4 @@
-"""Finding, loading and saving instruction files (SPEC §11).
+"""Finding, loading and saving instruction files (design §11).
 
 Every file, discovered or imported, goes through one gate before a byte of it is read: its path is
 resolved (symlinks included), must lie in a trusted folder (the project root, the global dir, a

@@ -30,6 +30,17 @@ FINDING_PREFIX = "f:"
 ID_PREFIX_LIMIT = 10  # entries an id prefix may name at most (enough to show an ambiguity)
 
 
+def one_per_fingerprint(found: Sequence[SessionFinding]) -> list[SessionFinding]:
+    """The first finding of each fingerprint, in the given order."""
+    seen: set[str] = set()
+    kept = []
+    for f in found:
+        if f.fingerprint not in seen:
+            seen.add(f.fingerprint)
+            kept.append(f)
+    return kept
+
+
 class StoreCorrupt(RuntimeError):
     """The database file is unreadable or fails its integrity check."""
 
@@ -174,7 +185,7 @@ class Store(Protocol):
         SQLite keeps them): compare with ``!= 0``, not ``is False``."""
         ...
 
-    # ------------------------------------------------------------------ session memory (SPEC §6)
+    # ------------------------------------------------------------------ session memory (design §6)
 
     def session(self, session_id: str) -> SessionRecord | None:
         """The session's transcript cursor and state, or None."""
@@ -200,9 +211,21 @@ class Store(Protocol):
         """Which of ``ids`` have been promoted to entries."""
         ...
 
+    def settled_findings(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are settled: promoted to an entry, or of a text the user forgot,
+        rejected or reworded. A settled finding drops out of searches."""
+        ...
+
+    def awaiting_review(self, limit: int) -> list[SessionFinding]:
+        """At most ``limit`` findings waiting for a user's review: not promoted, not settled,
+        their text not held by an active entry; one per fingerprint (the first in this order),
+        newest session first, then latest in its transcript, then by id."""
+        ...
+
     def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
-        """Findings of these sessions not promoted yet, most important first, then in transcript
-        order (the session tier)."""
+        """Findings of these sessions neither promoted yet nor settled (see
+        ``settled_findings``), most important first, then in transcript order (the session
+        tier)."""
         ...
 
     def spread(

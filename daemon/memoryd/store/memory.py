@@ -42,6 +42,8 @@ from memoryd.core.events import (
     FindingsDropped,
     FindingsRecorded,
     QuarantineReviewed,
+    ReviewAccepted,
+    ReviewRejected,
     SessionFinalized,
     SessionInfo,
     SettingChanged,
@@ -52,6 +54,7 @@ from memoryd.store.base import (
     SessionRecord,
     StoreConflict,
     StoreCorrupt,
+    one_per_fingerprint,
 )
 
 Setting = int | float | str | None
@@ -257,6 +260,50 @@ class MemoryStore:
                         )
                     )
                 return [i]
+            case ReviewAccepted() as accepted:
+                return self._accept(accepted)
+            case ReviewRejected(archived=ids, fingerprints=fps, rejected_at=t):
+                for i in ids:
+                    self._archive(i, "user", t)
+                self._forgotten.update(dict.fromkeys(fps, t))
+                return [*ids, *self._finding_docs(fps)]
+
+    def _accept(self, done: ReviewAccepted) -> list[str]:
+        t = done.accepted_at
+        leaving = {
+            self._entries[old].fingerprint for old, _ in done.replaced if old in self._entries
+        }
+        if any(e.fingerprint in leaving for e in done.added):
+            raise StoreConflict("an entry is replaced by the same text")
+        self._check_new(done.added)
+        for old, new in done.replaced:
+            self._archive(old, "superseded", t, superseded_by=new)
+            self._edges.setdefault((new, old, "replaces"), t)
+        for i in done.confirmed:
+            held = self._entries.get(i)
+            if held is not None and not held.archived and held.status == "candidate":
+                self._change(i, status="confirmed", updated_at=t)
+        for e in done.added:
+            self._put(e)
+        for finding_id, entry_id in done.promoted_from:
+            if (found := self._findings.get(finding_id)) is not None:
+                found.promoted_entry_id = entry_id
+        self._forgotten.update(dict.fromkeys(done.settled, t))
+        return [
+            *(old for old, _ in done.replaced),
+            *done.confirmed,
+            *(e.id for e in done.added),
+            *self._finding_docs(done.settled),
+            *(FINDING_PREFIX + f for f, _ in done.promoted_from),
+        ]
+
+    def _finding_docs(self, fingerprints: Sequence[str]) -> list[str]:
+        wanted = set(fingerprints)
+        return [
+            FINDING_PREFIX + i
+            for i in sorted(self._findings)
+            if self._findings[i].finding.fingerprint in wanted
+        ]
 
     def _archive(
         self, entry_id: str, reason: ArchivedReason, at: float, superseded_by: str | None = None
@@ -563,12 +610,39 @@ class MemoryStore:
             if (held := self._findings.get(i)) is not None and held.promoted_entry_id is not None
         }
 
+    def settled_findings(self, ids: Sequence[str]) -> set[str]:
+        return {
+            i
+            for i in ids
+            if (held := self._findings.get(i)) is not None
+            and (held.promoted_entry_id is not None or held.finding.fingerprint in self._forgotten)
+        }
+
+    def awaiting_review(self, limit: int) -> list[SessionFinding]:
+        found = [
+            h.finding
+            for h in self._findings.values()
+            if h.promoted_entry_id is None
+            and h.finding.fingerprint not in self._forgotten
+            and h.finding.fingerprint not in self._active_by_fp
+        ]
+
+        def started(f: SessionFinding) -> float:
+            session = self._sessions.get(f.session_id or "")
+            return session.created_at if session is not None else 0.0
+
+        found.sort(key=lambda f: f.id)
+        found.sort(key=lambda f: (started(f), f.offset), reverse=True)  # stable: ids stay in order
+        return one_per_fingerprint(found)[: max(limit, 0)]
+
     def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
         wanted = set(session_ids)
         found = [
             h.finding
             for h in self._findings.values()
-            if h.promoted_entry_id is None and h.finding.session_id in wanted
+            if h.promoted_entry_id is None
+            and h.finding.session_id in wanted
+            and h.finding.fingerprint not in self._forgotten
         ]
         found.sort(key=lambda f: (-f.importance, f.offset, f.id))
         return found[: max(limit, 0)]

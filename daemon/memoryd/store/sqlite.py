@@ -1,4 +1,4 @@
-"""The SQLite store: one WAL-mode database per project (SPEC §3)."""
+"""The SQLite store: one WAL-mode database per project (design §3)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ from memoryd.core.events import (
     FindingsDropped,
     FindingsRecorded,
     QuarantineReviewed,
+    ReviewAccepted,
+    ReviewRejected,
     SessionFinalized,
     SettingChanged,
 )
@@ -50,6 +52,7 @@ from memoryd.store.base import (
     SessionRecord,
     StoreConflict,
     StoreCorrupt,
+    one_per_fingerprint,
 )
 from memoryd.store.migrations import migrate
 
@@ -63,6 +66,8 @@ _FINDING_COLUMNS = (
     "id, fingerprint, content, category, importance, confidence, rule_id, agent, session_id,"
     " transcript_offset, file_paths, tags, user_intent, resolved_error, accepted"
 )
+# A finding whose text the user forgot, rejected or reworded is settled: never shown again.
+_UNSETTLED = "fingerprint NOT IN (SELECT fingerprint FROM forgotten)"
 _json_list = msgspec.json.Decoder(tuple[str, ...])
 _json_source = msgspec.json.Decoder(Source)
 _encode = msgspec.json.encode
@@ -279,6 +284,58 @@ class SqliteStore:
                 return []
             case BankFileSynced():
                 return []  # the audit log is its record; the memory itself does not change
+            case ReviewAccepted() as accepted:
+                return self._accept(accepted)
+            case ReviewRejected(archived=ids, fingerprints=fps, rejected_at=t):
+                self._archive(ids, "user", t)
+                self._settle(fps, t)
+                return [*ids, *self._finding_docs(fps)]
+
+    def _accept(self, done: ReviewAccepted) -> list[str]:
+        conn, t = self._conn, done.accepted_at
+        for old, new in done.replaced:
+            self._archive([old], "superseded", t, superseded_by=new)
+        conn.executemany(
+            "UPDATE entries SET status='confirmed', updated_at=? WHERE id=? AND archived=0"
+            " AND status='candidate'",
+            [(t, i) for i in done.confirmed],
+        )
+        conn.executemany(_INSERT, [_entry_to_row(e) for e in done.added])
+        conn.executemany(
+            "INSERT OR IGNORE INTO edges VALUES (?, ?, 'replaces', ?)",
+            [(new, old, t) for old, new in done.replaced],
+        )
+        conn.executemany(
+            "UPDATE findings SET promoted_entry_id=? WHERE id=?",
+            [(entry_id, finding_id) for finding_id, entry_id in done.promoted_from],
+        )
+        self._settle(done.settled, t)
+        return [
+            *(old for old, _ in done.replaced),
+            *done.confirmed,
+            *(e.id for e in done.added),
+            *self._finding_docs(done.settled),
+            *(FINDING_PREFIX + f for f, _ in done.promoted_from),
+        ]
+
+    def _settle(self, fingerprints: Sequence[str], at: float) -> None:
+        """Texts the user decided on: never promoted, never waiting for review again."""
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO forgotten VALUES (?, ?)", [(fp, at) for fp in fingerprints]
+        )
+
+    def _finding_docs(self, fingerprints: Sequence[str]) -> list[str]:
+        """The change-log ids of every finding with one of these fingerprints."""
+        found: list[str] = []
+        for start in range(0, len(fingerprints), 500):
+            chunk = fingerprints[start : start + 500]
+            rows = self._conn.execute(
+                f"SELECT id FROM findings WHERE fingerprint IN ({','.join('?' * len(chunk))})"
+                " ORDER BY id",
+                chunk,
+            )
+            found += [FINDING_PREFIX + r[0] for r in rows]
+        return found
 
     def _delete(self, ids: Sequence[str]) -> None:
         """Delete entries with their edges and conflicts."""
@@ -475,7 +532,7 @@ class SqliteStore:
             return []
         marks = ",".join("?" * len(session_ids))
         return self._findings(
-            f"session_id IN ({marks}) AND promoted_entry_id IS NULL",
+            f"session_id IN ({marks}) AND promoted_entry_id IS NULL AND {_UNSETTLED}",
             session_ids,
             f"ORDER BY importance DESC, transcript_offset, id LIMIT {int(limit)}",
         )
@@ -488,6 +545,28 @@ class SqliteStore:
                 (f.id, f) for f in self._findings(f"id IN ({','.join('?' * len(chunk))})", chunk)
             )
         return found
+
+    def awaiting_review(self, limit: int) -> list[SessionFinding]:
+        found = self._findings(
+            f"promoted_entry_id IS NULL AND {_UNSETTLED} AND fingerprint NOT IN"
+            " (SELECT fingerprint FROM entries WHERE archived=0)",
+            (),
+            "ORDER BY (SELECT created_at FROM sessions WHERE sessions.id=findings.session_id)"
+            " DESC, transcript_offset DESC, id",
+        )
+        return one_per_fingerprint(found)[: max(limit, 0)]
+
+    def settled_findings(self, ids: Sequence[str]) -> set[str]:
+        settled: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._conn.execute(
+                f"SELECT id FROM findings WHERE id IN ({','.join('?' * len(chunk))})"
+                f" AND (promoted_entry_id IS NOT NULL OR NOT {_UNSETTLED})",
+                chunk,
+            )
+            settled.update(r[0] for r in rows)
+        return settled
 
     def promoted_findings(self, ids: Sequence[str]) -> set[str]:
         promoted: set[str] = set()

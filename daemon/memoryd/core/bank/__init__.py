@@ -1,2 +1,2 @@
-"""The memory bank, the pure part (SPEC §10): the files, their sections, the operations the cache
+"""The memory bank, the pure part (design §10): the files, their sections, the operations the cache
 keeps, the router of free text and the optimiser."""

@@ -1,4 +1,4 @@
-"""What the lifecycle import (SPEC §9 ``memory_ingest_lifecycle``) takes from a memory bank: each
+"""What the lifecycle import (design §9 ``memory_ingest_lifecycle``) takes from a memory bank: each
 ``## Decision:`` entry of decisionLog.md as a decision, each checked item under Completed in
 progress.md as task progress. Pure: texts in, entry texts out.
 

@@ -1,4 +1,4 @@
-"""The memory bank model (SPEC §10, seed 000): the seven files and their order, validation,
+"""The memory bank model (design §10, design §10): the seven files and their order, validation,
 markdown section editing, the append-only decision log and progress checkboxes.
 Pure: text in, text out; the I/O lives in ``memoryd.banks``."""
 
@@ -15,8 +15,8 @@ import msgspec
 from memoryd.core.bank.rules import BankFile
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
 
-# Most stable first (seed 000 §2.2). Sessions read 1→7; updates go the other way (7→1, as
-# seed §2.2 and §14 and SPEC §10 say; seed §5.2's list differs slightly), so the volatile files
+# Most stable first (design §10). Sessions read 1→7; updates go the other way (7→1, as
+# seed §2.2 and §14 and design §10 say; seed §5.2's list differs slightly), so the volatile files
 # are written before a session can end and the stable ones only when needed.
 FILES: tuple[str, ...] = get_args(BankFile)  # the one spelling of the seven names
 READ_ORDER = FILES
@@ -193,7 +193,7 @@ def list_items(text: str, section: Section) -> list[ListItem]:
 
 def validate(files: Mapping[str, str | None]) -> ValidationReport:
     """Missing required/recommended files, and present files that are empty or have no header.
-    Missing recommended files are noted but do not make the bank invalid (seed 000 §11.2)."""
+    Missing recommended files are noted but do not make the bank invalid (design §10)."""
     present = [name for name, content in files.items() if content is not None]
     ordered = [n for n in FILES if n in present] + sorted(n for n in present if n not in FILES)
     problems: list[Problem] = []
@@ -214,7 +214,7 @@ def validate(files: Mapping[str, str | None]) -> ValidationReport:
 
 
 def bank_tokens(files: Mapping[str, str | None]) -> int:
-    """The bank's cost in context: ceil(chars / 4), the counter of SPEC §5."""
+    """The bank's cost in context: ceil(chars / 4), the counter of design §5."""
     return math.ceil(sum(len(text) for text in files.values() if text) / 4)
 
 

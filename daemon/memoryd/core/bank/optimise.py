@@ -1,4 +1,4 @@
-"""The rule-based bank optimiser (SPEC §10 Bank budget; seed 002 §2.3, rule-based path).
+"""The rule-based bank optimiser (design §10 Bank budget; design §10, rule-based path).
 
 Above WARN_TOKENS the bank is brought back into the 4–8 K band by moving list items out of the
 volatile sections into archive texts, least valuable first: completed work, then Recent Changes
@@ -35,7 +35,7 @@ class Rule(msgspec.Struct, frozen=True):
     max_age_days: int | None = None  # when set, only dated items older than this may go
 
 
-# Cheapest loss first (seed 002: architecture > implementation > discussion).
+# Cheapest loss first (design §10: architecture > implementation > discussion).
 RULES: tuple[Rule, ...] = (
     Rule("progress.md", "Completed"),
     Rule("activeContext.md", "Recent Changes", max_age_days=RETENTION_DAYS),

@@ -1,4 +1,4 @@
-"""Free text → memory-bank updates by keyword rules (SPEC §10 ``bank_process``, seed 002 §2.3).
+"""Free text → memory-bank updates by keyword rules (design §10 ``bank_process``, design §10).
 
 Pure: text and a clock in, ``ProcessedItem`` plans out; the bank service applies them.
 
@@ -19,7 +19,7 @@ Operations (``content`` is always the exact markdown to write):
 Safety: item text is one line (every whitespace run, line breaks included, becomes one space);
 heading markers in the input are dropped (the heading becomes text) and a leading block marker
 (``#``, ``>``, fences, …) is backslash-escaped, so no item can open a section or a code block.
-Nothing is truncated (seed 002): text longer than ``MAX_PIECE_CHARS`` becomes numbered parts.
+Nothing is truncated (design §10): text longer than ``MAX_PIECE_CHARS`` becomes numbered parts.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ MetaValue = Annotated[str, msgspec.Meta(max_length=MAX_META_CHARS)]
 
 
 class ProcessedItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One planned bank update: the schema of seed 002 for the rule and the LLM path alike."""
+    """One planned bank update: the schema of design §10 for the rule and the LLM path alike."""
 
     target_file: BankFile
     operation_type: Operation

@@ -1,4 +1,4 @@
-"""What ``bank_update`` does to a file (SPEC §10): the update is markdown sections merged into
+"""What ``bank_update`` does to a file (design §10): the update is markdown sections merged into
 the file by name, so a client sends only what changed.
 
 - decisionLog.md: each ``## Decision:`` entry is appended at the end (the log is append-only).

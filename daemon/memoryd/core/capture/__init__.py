@@ -1,2 +1,2 @@
-"""Capture, the pure part (SPEC §6-§7): transcript messages, extraction rules, findings, tool
+"""Capture, the pure part (design §6-§7): transcript messages, extraction rules, findings, tool
 outcomes, episodes and promotion."""

@@ -1,4 +1,4 @@
-"""The ``auto`` episode of a finished session (SPEC §2 Episode): a short narrative built from its
+"""The ``auto`` episode of a finished session (design §2 Episode): a short narrative built from its
 messages and findings, without an LLM."""
 
 from __future__ import annotations

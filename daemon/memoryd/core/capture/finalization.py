@@ -1,4 +1,4 @@
-"""What closing a session decides (SPEC §6-§7): the promotion decisions, the candidate entries
+"""What closing a session decides (design §6-§7): the promotion decisions, the candidate entries
 they make, and the session's episode, as one ``SessionFinalized`` event. Pure: the service reads
 what the store knows (spread across sessions, pinned fingerprints, what may not be promoted
 again) and hands it in; it journals and applies the event the plan returns."""

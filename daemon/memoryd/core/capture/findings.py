@@ -20,7 +20,7 @@ from memoryd.core.entries import MAX_CONTENT_CHARS, fingerprint, infer_category
 
 
 class SessionFinding(msgspec.Struct, frozen=True, kw_only=True):
-    """One thing worth remembering from a session (seed 004 §4.3), before promotion."""
+    """One thing worth remembering from a session (design §6), before promotion."""
 
     id: str
     fingerprint: str

@@ -1,4 +1,4 @@
-"""What the agent harness says, as opposed to the project (issue 19, SPEC §6 capture quality).
+"""What the agent harness says, as opposed to the project (issue 19, design §6 capture quality).
 
 A tool result flagged as an error is often not the project failing but the harness refusing:
 an edit before a read, a replace string that is missing or not unique, a tool that does not

@@ -1,4 +1,4 @@
-"""Promotion (SPEC §7, seed 004 §9): which session findings become project memory, and the
+"""Promotion (design §7, design §7): which session findings become project memory, and the
 24-hour quarantine of what was promoted. Pure: data and a clock in, decisions out.
 
 Nothing captured from a transcript is ever pinned automatically. A promoted finding becomes a
@@ -140,7 +140,7 @@ def decide(
             reason=why,
         )
 
-    # The user asking to remember bypasses the hard filters (seed 004 §9).
+    # The user asking to remember bypasses the hard filters (design §7).
     rejected = None if finding.user_intent else _filtered(finding, preset)
     if rejected is not None:
         return decision((), 0, False, rejected)

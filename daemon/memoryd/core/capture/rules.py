@@ -1,4 +1,4 @@
-"""Extraction rules as data (SPEC §6): the default table, and user rules from the config file.
+"""Extraction rules as data (design §6): the default table, and user rules from the config file.
 
 A rule says which transcript units it looks at (``applies_to``), what it looks for (``pattern``,
 always case-insensitive) and what a match is worth (``category``, ``importance``, ``confidence``).
@@ -15,7 +15,8 @@ their pattern on every unit they apply to (correct, only slower). ``collect`` sa
 become findings: ``match`` (one finding per matching unit, its content the unit or the rendered
 ``template``), ``file_edits`` (matching calls aggregated per file), ``todo_done`` (completed items
 of a todo-list call), ``error_fix`` (a failure paired with a later fix in the same session).
-Templates know ``{text}`` (the unit), ``{remainder}`` (the unit without the match),
+Templates know ``{text}`` (the unit), ``{remainder}`` (the unit without the match), ``{clause}``
+(from the match to the end of its sentence or line: what a marker such as ``remember:`` names),
 ``{message}`` (the whole prose of the unit's message: a user's sentences lean on each other),
 ``{heading}`` (the heading a list item without a label of its own stands under, with ": ") and
 the pattern's named groups. ``when`` narrows a user rule to one moment of the session's arc:
@@ -74,7 +75,25 @@ def compiled(pattern: str) -> re.Pattern[str]:
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_BUILTIN_PLACEHOLDERS = frozenset({"text", "remainder", "message", "heading"})
+_BUILTIN_PLACEHOLDERS = frozenset({"text", "remainder", "message", "heading", "clause"})
+# Where a clause ends: a sentence's end (as ``extraction.sentences`` cuts them) or a line's.
+_CLAUSE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(\[*_])|\n")
+
+
+def clause(text: str, match: re.Match[str]) -> str:
+    """What a marker such as ``remember:`` asks for: from the marker to the end of its sentence
+    or line, without the final full stop; after a trailing marker (``… #remember``), the
+    sentence before it."""
+    after = text[match.end() :]
+    end = _CLAUSE_END.search(after)
+    said = (after[: end.start()] if end else after).strip().rstrip(".").rstrip()
+    if said:
+        return said
+    before = text[: match.start()]
+    starts = [m.end() for m in _CLAUSE_END.finditer(before)]
+    return before[starts[-1] if starts else 0 :].strip().rstrip(".").rstrip()
+
+
 _ROLES = frozenset({"user", "assistant"})
 
 
@@ -111,6 +130,8 @@ class CompiledRule(NamedTuple):
                 return f"{heading}: " if heading else ""
             if name == "remainder":
                 return f"{text[: match.start()]} {text[match.end() :]}"
+            if name == "clause":
+                return clause(text, match)
             return match.group(name) or ""
 
         return _PLACEHOLDER.sub(value, template)
@@ -247,8 +268,9 @@ _EDIT_TOOLS = r"^(?:Edit|MultiEdit|Write|NotebookEdit|apply_patch|write_file|rep
 DEFAULT_RULES: tuple[ExtractionRule, ...] = (
     _rule(
         "remember.explicit", "infer", ["user"],
-        r"(?:^|(?<=\s))[#/]remember\b:?|\b(?:please\s+)?remember(?:\s+(?:this|that))?\s*:",
-        1.0, 1.0, ["remember"], template="{remainder}", unit="message", user_intent=True,
+        r"(?:^|(?<=\s))[#/]remember\b:?|\b(?:please\s+)?remember(?:\s+(?:this|that))?\s*:"
+        r"|(?:^|(?<=[.!?]\s)|(?<=\n)|\bplease\s+)remember\s+that\b",  # a sentence's start
+        1.0, 1.0, ["remember"], template="{clause}", unit="message", user_intent=True,
     ),
     _rule(
         "decision.decided", "decision", _BOTH,

@@ -1,4 +1,4 @@
-"""Transcript messages: the one shape every agent's transcript is parsed into (SPEC §6).
+"""Transcript messages: the one shape every agent's transcript is parsed into (design §6).
 
 The parsers in ``memoryd.capture.parsers`` turn Claude Code, Codex and Gemini CLI records into
 ``Message`` values; everything downstream (extraction rules, session memory) reads only these.
@@ -114,7 +114,7 @@ INJECTED_PREFIXES: tuple[str, ...] = (
     "<collaboration_mode>",
     "<turn_aborted>",
 )
-# Our own payloads (SPEC §5 formats) may be appended to a real prompt, so look anywhere.
+# Our own payloads (design §5 formats) may be appended to a real prompt, so look anywhere.
 INJECTED_MARKERS: tuple[str, ...] = ("<project_memory>", "## Project memory")
 # Whole tagged blocks a harness splices into a prompt; cut out so the person's words remain.
 INJECTED_TAGS: tuple[str, ...] = (

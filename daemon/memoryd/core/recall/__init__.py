@@ -1,2 +1,2 @@
-"""Recall, the pure part (SPEC §5): scoring, conflicts, the budget, the payload and its formats,
+"""Recall, the pure part (design §5): scoring, conflicts, the budget, the payload and its formats,
 the SLO monitor."""

@@ -1,4 +1,4 @@
-"""The token budget of an injection payload (SPEC §5 Budget; seed 004 §8, made consistent).
+"""The token budget of an injection payload (design §5 Budget; design §5, made consistent).
 
 total = min(ceiling, floor(remaining_context × 0.08)). Four tiers in priority order share it;
 each gets a floor of 200 tokens when the total allows, and what a tier leaves unused flows to the

@@ -1,4 +1,4 @@
-"""The retrieval pipeline of SPEC §5, after BM25: metadata scoring, reranking, cut-offs.
+"""The retrieval pipeline of design §5, after BM25: metadata scoring, reranking, cut-offs.
 
 The index adapter finds candidates and hands them here with their BM25 score and the metadata
 the score needs; this module decides the order. Every factor is a small function of its own so
@@ -21,7 +21,7 @@ SECONDS_PER_DAY = 86_400.0
 
 
 class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """Every knob of the pipeline, with the SPEC §5 defaults."""
+    """Every knob of the pipeline, with the design §5 defaults."""
 
     category_weights: dict[str, float] = msgspec.field(
         default_factory=lambda: {
@@ -79,7 +79,7 @@ class Scored(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Reranker(Protocol):
-    """A hook between scoring and the cut-offs (SPEC §5). It may reorder or rescore, and must
+    """A hook between scoring and the cut-offs (design §5). It may reorder or rescore, and must
     return a subset of what it was given."""
 
     def rerank(self, query: str, scored: Sequence[Scored]) -> Sequence[Scored]: ...

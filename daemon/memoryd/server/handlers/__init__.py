@@ -17,9 +17,9 @@ from typing import Any
 
 from memctl import protocol as p
 from memoryd.server.context import Handler
-from memoryd.server.handlers import admin, bank, hook, instructions, memory
+from memoryd.server.handlers import admin, bank, hook, instructions, memory, review
 
-DOMAINS = (admin, memory, hook, bank, instructions)
+DOMAINS = (admin, memory, hook, bank, instructions, review)
 
 
 def _gather() -> dict[type[p.Request[Any]], Handler]:

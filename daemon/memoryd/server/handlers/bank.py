@@ -1,4 +1,4 @@
-"""Handlers of the memory bank (SPEC §10): the seven files through the daemon's cache, routing
+"""Handlers of the memory bank (design §10): the seven files through the daemon's cache, routing
 free text, the optimiser, sync, projects and the lifecycle import."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The agent hook (SPEC §12): a session starts, a prompt arrives, a compaction is near, a
-session ends."""
+"""The agent hook (design §12): a session starts, a prompt arrives, a compaction is near, a turn
+ends, a session ends."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
 from memoryd.server.context import DaemonContext, Handler
 
-# Each agent reads the payload in its own format (SPEC §5 Formats).
+# Each agent reads the payload in its own format (design §5 Formats).
 _FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
 
 
 def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
     project = ctx.registry.get(req.project)
     fmt = _FORMAT_OF[req.agent]
+    if req.event == "session_start" and ctx.capture is not None:
+        # Before the payload: the sessions it ends no longer feed its session tier.
+        ctx.capture.session_started(project, req.transcript_path, req.agent)
     sessions = [req.session_id] if req.session_id else []
     if ctx.capture is not None:
         sessions += ctx.capture.live_sessions(project)
@@ -29,6 +32,10 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
         files=req.files,
     )
     match req.event:
+        case "turn_end":
+            if ctx.capture is not None:
+                ctx.capture.turn_ended(project, req.transcript_path, req.agent)
+            return p.HookResult()
         case "session_end":
             done = (
                 ctx.capture.finalize_session(project, req.transcript_path, req.agent)
@@ -41,7 +48,10 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
             return p.HookResult(text=payload.text, entries=payload.entries)
         case "prompt":
             remembered = _remember_from_prompt(ctx, project, req.prompt, req.agent)
-            payload = ctx.recall.inject(project, inject_req, session_ids=sessions)
+            # What the prompt asked to keep is in front of the agent already: not sent back.
+            payload = ctx.recall.inject(
+                project, inject_req, session_ids=sessions, leave_out=frozenset(remembered)
+            )
             return p.HookResult(text=payload.text, entries=payload.entries, remembered=remembered)
         case _:
             payload = ctx.recall.inject(project, inject_req, session_ids=sessions)

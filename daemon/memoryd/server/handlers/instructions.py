@@ -1,4 +1,4 @@
-"""Handlers of the instruction files (SPEC §11): MEMORY.md, its imports and save_memory."""
+"""Handlers of the instruction files (design §11): MEMORY.md, its imports and save_memory."""
 
 from __future__ import annotations
 
