@@ -59,6 +59,9 @@ RequestId = (
 Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 PathText = Annotated[str, msgspec.Meta(max_length=4096)]
 Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+# The agent a write comes from (an MCP client's name): set, the entry's source is that agent, and
+# the write may not pin (SPEC §9: only a user pins).
+AgentName = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 
 
 class ErrorCode(enum.StrEnum):
@@ -637,6 +640,7 @@ class Remember(Request[RememberResult], tag="remember"):
     tags: Annotated[list[Tag], msgspec.Meta(max_length=32)] = []
     file_paths: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
     pin: bool = False
+    agent: AgentName | None = None
 
 
 class Search(Request[SearchResult], tag="search"):
@@ -801,6 +805,7 @@ class Supersede(Request[SupersedeResult], tag="supersede"):
 
     target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
     content: Annotated[str, msgspec.Meta(max_length=65_536)]
+    agent: AgentName | None = None
 
 
 class Archive(Request[ArchiveResult], tag="archive"):
