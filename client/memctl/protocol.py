@@ -561,6 +561,8 @@ class FilesListResult(msgspec.Struct, kw_only=True):
     disabled: list[str]
     problems: list[FileProblem]
     tokens: int
+    # The file each save_memory target names (project, local, global), as the daemon sees them.
+    targets: dict[str, str] = {}
 
 
 class FilesShowResult(FilesListResult, kw_only=True):
