@@ -76,3 +76,32 @@ def as_seen(output: str) -> list[str]:
         line = re.sub(r"(?<=<id> )\s*\d+(?:s|m|h|d|mo|y)\b", " <age>", line)
         lines.append(" ".join(line.split()))
     return lines
+
+
+def _mcp_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text.split("## Connect it through MCP", 1)[1].split("\n## ", 1)[0]
+
+
+def test_each_agents_mcp_lines_run_and_write_the_file_they_name(env: Env, tmp_path: Path) -> None:
+    """Every ``memctl install-mcp …`` the README shows runs as written (here with --dry-run, in
+    a private HOME) and changes the file the README names beside it."""
+    section = " ".join(_mcp_section().split())
+    commands = re.findall(r"`(memctl install-mcp [a-z -]+)` (?:adds|writes)[^`]*`([^`]+)`", section)
+    agents = {c.split()[2] for c, _file in commands}
+    assert agents == {"claude", "codex", "gemini"} and len(commands) == 6, commands
+    home = tmp_path / "mcp-home"
+    home.mkdir()
+    shell_env = {**env.environ(), "HOME": str(home)}
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+        shell_env.pop(var, None)
+    bin_dir = Path(sys.executable).parent
+    for command, named in commands:
+        argv = [str(bin_dir / "memctl"), *command.split()[1:], "--dry-run", "--json"]
+        ran = subprocess.run(
+            argv, cwd=env.project, env=shell_env, capture_output=True, text=True, timeout=60
+        )
+        assert ran.returncode == 0, ran.stderr
+        (changed,) = json.loads(ran.stdout)["files"]
+        assert changed["changed"] and changed["path"].endswith(named.lstrip("~/")), named
+        assert "memoryd" in changed["diff"]

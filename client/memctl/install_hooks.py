@@ -104,7 +104,7 @@ def run(s: Session) -> None:
         notes.append(NOTES[a.agent])
     action = "uninstall" if a.uninstall else "install"
     result = {"agent": a.agent, "scope": a.scope, "action": action, "dry_run": a.dry_run}
-    s.emit({**result, "files": files, "notes": notes}, _human)
+    s.emit({**result, "files": files, "notes": notes}, human)
 
 
 def config_dir(agent: str, scope: str, project: str) -> str:
@@ -153,8 +153,8 @@ def plan(
 ) -> tuple[list[FileChange], list[str]]:
     """Every file change, computed (and every existing file parsed) before anything is written."""
     path = os.path.join(folder, "hooks.json" if agent == "codex" else "settings.json")
-    old = _read(path)
-    settings = _load_json(path, old)
+    old = read_text(path)
+    settings = load_json(path, old)
     try:
         updated = remove_ours(settings) if uninstall else add_ours(settings, agent, command)
     except MalformedSettings as exc:
@@ -164,10 +164,10 @@ def plan(
     notes: list[str] = []
     if agent == "codex":
         toml_path = os.path.join(folder, "config.toml")
-        toml_old = _read(toml_path)
+        toml_old = read_text(toml_path)
         toml_new = toml_old
         if toml_old is not None:
-            _load_toml(toml_path, toml_old)
+            load_toml(toml_path, toml_old)
         if uninstall:
             if toml_old and FEATURE_LINE in toml_old:
                 notes.append(f"left `codex_hooks = true` in {toml_path}; remove it if unwanted")
@@ -274,7 +274,7 @@ def enable_codex_hooks(text: str) -> str | None:
 # ----------------------------------------------------------------------------- files
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             return fh.read()
@@ -284,7 +284,7 @@ def _read(path: str) -> str | None:
         raise Failed(f"cannot read {path}: {exc}", EXIT_USAGE) from None
 
 
-def _load_json(path: str, text: str | None) -> dict[str, Any]:
+def load_json(path: str, text: str | None) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
     try:
@@ -296,7 +296,7 @@ def _load_json(path: str, text: str | None) -> dict[str, Any]:
     return data
 
 
-def _load_toml(path: str, text: str) -> None:
+def load_toml(path: str, text: str) -> None:
     try:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -307,10 +307,10 @@ def apply(change: FileChange) -> str | None:
     """Write ``change`` (backup first, atomically); return the backup's path, if any."""
     assert change.new is not None
     path = os.path.realpath(change.path)  # a symlinked dotfile stays a symlink
-    backup = _backup(path) if change.old is not None else None
+    backup = backup_file(path) if change.old is not None else None
     _write_atomic(path, change.new)
     try:
-        intact = change.parse(_read(path) or "") == change.parse(change.new)
+        intact = change.parse(read_text(path) or "") == change.parse(change.new)
     except ValueError:  # JSONDecodeError and TOMLDecodeError both are
         intact = False
     if not intact:
@@ -319,7 +319,7 @@ def apply(change: FileChange) -> str | None:
     return backup
 
 
-def _backup(path: str) -> str:
+def backup_file(path: str) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target, n = f"{path}.memoryd-backup-{stamp}", 1
     while os.path.exists(target):
@@ -356,7 +356,7 @@ def _write_atomic(path: str, text: str) -> None:
         os.close(dir_fd)
 
 
-def _human(result: dict[str, Any]) -> str:
+def human(result: dict[str, Any]) -> str:
     lines = []
     for f in result["files"]:
         if result["dry_run"]:

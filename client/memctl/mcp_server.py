@@ -18,12 +18,12 @@ from typing import Annotated, Any, Literal
 
 import anyio.to_thread
 import msgspec
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from memctl import __version__, protocol
+from memctl import __version__, mcp_resources, protocol
 from memctl.cli import BULK_BUDGET_S, Failed, Session
 from memctl.commands import help_of
 
@@ -115,15 +115,21 @@ class MemoryTools:
         category: protocol.Category | None = None,
         tags: Annotated[list[str], Field(max_length=32)] = [],  # noqa: B006
         files: Files = [],  # noqa: B006
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Store one fact in this project's memory: a decision and its reason, a pitfall, a
         convention, progress. Give a section or a category (not both). A fact already stored
         comes back as a duplicate."""
         if section is not None and category is not None:
             raise ToolError("give a section or a category, not both")
-        # Never pinned: only a user pins (design §9).
+        # Never pinned: only a user pins (design §9); the daemon refuses it from an agent too.
         request = protocol.Remember(
-            content=content, section=section, category=category, tags=tags, file_paths=files
+            content=content,
+            section=section,
+            category=category,
+            tags=tags,
+            file_paths=files,
+            agent=client_name(ctx),
         )
         return await self._send(request)
 
@@ -138,11 +144,13 @@ class MemoryTools:
         self,
         id: Annotated[str, Field(min_length=1, max_length=512, description="the entry to replace")],
         content: Annotated[str, Field(min_length=1, max_length=65_536)],
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Replace a fact that changed: a new entry with the content, the old one archived as
         superseded and linked to it, in one step. Use this instead of storing a contradicting
-        fact beside the old one."""
-        return await self._send(protocol.Supersede(target=id, content=content))
+        fact beside the old one. A pinned entry is the user's: it cannot be replaced here."""
+        request = protocol.Supersede(target=id, content=content, agent=client_name(ctx))
+        return await self._send(request)
 
     async def memory_archive(
         self,
@@ -274,8 +282,23 @@ TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
 }
 
 
+# ---------------------------------------------------------------- the agent's identity
+
+
+def client_name(context: Context | None) -> str:
+    """The MCP client's name from its ``initialize`` (``clientInfo.name``): each write's
+    provenance (the entry's source agent); ``mcp-client`` when it gave none."""
+    try:
+        params = context.session.client_params if context is not None else None
+    except ValueError:  # no request in progress
+        params = None
+    name = params.client_info.name if params is not None else None
+    return name.strip()[:128] if isinstance(name, str) and name.strip() else "mcp-client"
+
+
 def build_server(session: Session) -> MCPServer:
-    server: MCPServer = MCPServer("memoryd", version=__version__, instructions=INSTRUCTIONS)
+    server = mcp_resources.MemoryServer("memoryd", version=__version__, instructions=INSTRUCTIONS)
+    mcp_resources.register(server, session)
     tools = MemoryTools(session)
     for name, (request_type, hints) in TOOLS.items():
         fn = getattr(tools, name)

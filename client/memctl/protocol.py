@@ -59,6 +59,9 @@ RequestId = (
 Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 PathText = Annotated[str, msgspec.Meta(max_length=4096)]
 Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+# The agent a write comes from (an MCP client's name): set, the entry's source is that agent, and
+# the write may not pin (design §9: only a user pins).
+AgentName = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 
 
 class ErrorCode(enum.StrEnum):
@@ -559,6 +562,8 @@ class FilesListResult(msgspec.Struct, kw_only=True):
     disabled: list[str]
     problems: list[FileProblem]
     tokens: int
+    # The file each save_memory target names (project, local, global), as the daemon sees them.
+    targets: dict[str, str] = {}
 
 
 class FilesShowResult(FilesListResult, kw_only=True):
@@ -638,6 +643,7 @@ class Remember(Request[RememberResult], tag="remember"):
     tags: Annotated[list[Tag], msgspec.Meta(max_length=32)] = []
     file_paths: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
     pin: bool = False
+    agent: AgentName | None = None
 
 
 class Search(Request[SearchResult], tag="search"):
@@ -803,6 +809,7 @@ class Supersede(Request[SupersedeResult], tag="supersede"):
 
     target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
     content: Annotated[str, msgspec.Meta(max_length=65_536)]
+    agent: AgentName | None = None
 
 
 class Archive(Request[ArchiveResult], tag="archive"):

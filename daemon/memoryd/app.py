@@ -5,9 +5,10 @@ place where the parts meet, and the only one that reads configuration (at start 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,7 +196,7 @@ class Daemon:
         cache.sync()  # changes a crash left pending go to disk now, not a minute from now
         return BankService(
             registry,
-            InstructionConfig.from_environ(os.environ),
+            _instruction_config(self.settings.instructions),
             cache,
             sync_interval_s=settings.sync_interval_s,
             llm=build_llm(settings, os.environ),
@@ -349,6 +350,28 @@ def _watch_banks(watcher: TranscriptWatcher, registry: ProjectRegistry, banks: B
     banks.on_bank_created = watch
     for project in registry.opened():
         watch(project.root)
+
+    def watch_instructions(folders: Iterable[Path]) -> None:
+        # Instruction files are watched once loaded (files show, save_memory, a payload): an
+        # edit, or an import created, reloads them.
+        for folder in folders:
+            watcher.watch_folder(str(folder), banks.is_instruction_file)
+
+    banks.on_instructions_loaded = watch_instructions
+
+
+def _instruction_config(settings: config.InstructionsSettings) -> InstructionConfig:
+    """The ``[instructions]`` settings over this user's defaults (XDG folders, home)."""
+    base = InstructionConfig.from_environ(os.environ)
+    plugins = os.path.expanduser(settings.plugins_dir) if settings.plugins_dir else None
+    return dataclasses.replace(
+        base,
+        file_name=settings.file_name,
+        budget_percent=settings.budget_percent,
+        max_depth=settings.max_depth,
+        plugins_dir=Path(plugins) if plugins else base.global_dir / "plugins",
+        trusted_folders=tuple(Path(os.path.expanduser(f)) for f in settings.trusted_folders),
+    )
 
 
 def _final_bank_sync(banks: BankService, writer: BankWriter, log: Any) -> None:

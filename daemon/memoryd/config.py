@@ -31,6 +31,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from memoryd.core import instructions as core_instructions
 from memoryd.core.capture.rules import load_user_rules
 from memoryd.core.recall.budget import DEFAULT_CEILING
 from memoryd.core.recall.retrieval import RetrievalConfig
@@ -260,6 +261,48 @@ class BanksSettings(_Section):
     )
 
 
+class InstructionsSettings(_Section):
+    """Instruction files (design §11): ``MEMORY.md`` and the files it imports."""
+
+    file_name: str = Field(
+        core_instructions.DEFAULT_FILE_NAME,
+        description="Name of the instruction file (its local variant: <name>.local.md).",
+    )
+    budget_percent: int = Field(
+        core_instructions.BUDGET_PERCENT,
+        ge=0,
+        le=100,
+        description="Share of the model's context the instruction files may take (%).",
+    )
+    max_depth: int = Field(
+        core_instructions.MAX_DEPTH, ge=0, le=10, description="How deep @imports are followed."
+    )
+    plugins_dir: str = Field(
+        "",
+        description="Folder of plugins, each with memory/MEMORY.md; empty means "
+        "$XDG_CONFIG_HOME/memoryd/plugins.",
+    )
+    trusted_folders: list[str] = Field(
+        [],
+        description="Folders @imports may read from besides the project, the global folder and "
+        "the plugins (absolute, or starting with ~).",
+    )
+
+    @field_validator("file_name")
+    @classmethod
+    def _plain_markdown_name(cls, name: str) -> str:
+        core_instructions.local_name(name)  # BadRequest, a ValueError, for anything else
+        return name
+
+    @field_validator("trusted_folders")
+    @classmethod
+    def _absolute(cls, folders: list[str]) -> list[str]:
+        for folder in folders:
+            if not os.path.isabs(os.path.expanduser(folder)):
+                raise ValueError(f"trusted folder {folder!r} is not absolute")
+        return folders
+
+
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Least severe level written to the log."
@@ -287,6 +330,7 @@ class Settings(BaseSettings):
     slo: SloSettings = SloSettings()
     capture: CaptureSettings = CaptureSettings()
     banks: BanksSettings = BanksSettings()
+    instructions: InstructionsSettings = InstructionsSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @classmethod

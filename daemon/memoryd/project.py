@@ -30,6 +30,7 @@ from memoryd.core.errors import (
     BadRequest,
     Conflict,
     EntryNotFound,
+    Forbidden,
     TooLarge,
     Unavailable,
 )
@@ -204,6 +205,8 @@ class ProjectMemory:
         return ids
 
     def remember(self, req: p.Remember) -> p.RememberResult:
+        if req.agent is not None and req.pin:
+            raise Forbidden(f"{req.agent} is an agent: only a user pins (memctl pin)")
         now = self._clock()
         # Redaction before anything is stored (design §6): a pasted key never reaches the disk.
         content = core_entries.clean_content(redact(req.content).text)
@@ -214,7 +217,7 @@ class ProjectMemory:
             category=category,
             status="pinned" if req.pin else "confirmed",
             now=now,
-            source=p.Source(kind="user"),
+            source=_source(req.agent),
             tags=core_entries.clean_tags(redact(t).text for t in req.tags),
             file_paths=core_entries.clean_paths(redact(f).text for f in req.file_paths),
         )
@@ -341,13 +344,19 @@ class ProjectMemory:
 
     # ------------------------------------------------------------------ supersede, archive
 
-    def supersede(self, target: str, content: str) -> p.SupersedeResult:
+    def supersede(self, target: str, content: str, agent: str | None = None) -> p.SupersedeResult:
         """Replace an entry's text (design §9): a new entry with the old one's category, tags,
         files, importance and status; the old one archived as ``superseded``; a ``replaces``
-        edge; one event, one transaction."""
+        edge; one event, one transaction. An agent's text never becomes pinned, so an agent
+        cannot replace a pinned entry: the user does."""
         old = self._one_target(target)
         if old.archived:
             raise Conflict(f"{old.id[:8]} is archived ({old.archived_reason}): unarchive it first")
+        if agent is not None and old.status == "pinned":
+            raise Forbidden(
+                f"{old.id[:8]} is pinned by the user: {agent} cannot replace it "
+                "(only a user pins; ask the user to run memctl supersede)"
+            )
         now = self._clock()
         new = core_entries.new_entry(
             entry_id=self._new_id(),
@@ -355,7 +364,7 @@ class ProjectMemory:
             category=old.category,
             status="pinned" if old.status == "pinned" else "confirmed",
             now=now,
-            source=p.Source(kind="user"),
+            source=_source(agent),
             tags=old.tags,
             file_paths=old.file_paths,
             importance=old.importance,
@@ -799,3 +808,8 @@ def recorded_root(directory: Path) -> Path | None:
         )
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def _source(agent: str | None) -> p.Source:
+    """Who wrote an entry by hand: the user (memctl), or the agent an MCP client names."""
+    return p.Source(kind="user") if agent is None else p.Source(kind="agent", agent=agent)

@@ -27,9 +27,22 @@ def register(c: Commands) -> None:
     p.add_argument("--scope", choices=["user", "project"], default="user")
     p.add_argument("--uninstall", action="store_true", help="remove memctl's hooks instead")
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    register_install_mcp(c)
     p = c.add("completion", lazy("memctl.completion", "run"), help="shell completion script")
     p.add_argument("shell", choices=["bash", "zsh", "fish"])
     c.add("mcp", cmd_mcp, help="serve memory to an agent as MCP tools on stdin/stdout")
+
+
+def register_install_mcp(c: Commands) -> None:
+    p = c.add(
+        "install-mcp",
+        lazy("memctl.install_mcp", "run"),
+        help="add memctl mcp to an agent's MCP servers",
+    )
+    p.add_argument("agent", choices=list(get_args(protocol.Agent)))
+    p.add_argument("--scope", choices=["user", "project"], default="user")
+    p.add_argument("--uninstall", action="store_true", help="remove the memoryd server instead")
+    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
 
 
 def cmd_mcp(s: Session) -> None:

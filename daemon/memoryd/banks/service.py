@@ -94,11 +94,16 @@ class BankService:
         self._read_only = frozenset(m.casefold() for m in read_only_modes)
         self._clock = clock
         self._instructions: dict[Path, InstructionFiles] = {}
+        # Every instruction file of a loaded project → the projects it belongs to. Replaced, never
+        # changed in place: the watcher's thread reads it (``is_instruction_file``).
+        self._instruction_paths: dict[str, frozenset[Path]] = {}
         # Set by the composition root: wake the owner thread (from any thread) when work a
         # parked request waits on is done.
         self.wake: Callable[[], None] = lambda: None
         # Set by the composition root: watch a bank folder once it exists.
         self.on_bank_created: Callable[[Path], None] | None = None
+        # Set by the composition root: watch the folders of a project's instruction files.
+        self.on_instructions_loaded: Callable[[Iterable[Path]], None] | None = None
 
     # -- the bank ---------------------------------------------------------------------------
 
@@ -374,12 +379,37 @@ class BankService:
         files = self._instructions.get(root)
         if files is None:
             files = self._instructions[root] = InstructionFiles(root, self._instruction_config)
+            self._watch_instructions(root, files)
         return files
+
+    def is_instruction_file(self, path: str) -> bool:
+        """Whether ``path`` is (or may become) an instruction file of a loaded project. Safe to
+        call from any thread."""
+        return path in self._instruction_paths
+
+    def instruction_file_changed(self, path: str) -> None:
+        """An instruction file changed on disk: load its projects' files again (and watch what
+        they import now)."""
+        for root in self._instruction_paths.get(path, frozenset()):
+            files = self._instructions.get(root)
+            if files is not None:
+                files.refresh()
+                self._watch_instructions(root, files)
+
+    def _watch_instructions(self, root: Path, files: InstructionFiles) -> None:
+        paths = {str(p) for p in files.watched()}
+        updated = {k: v - {root} for k, v in self._instruction_paths.items()}
+        for path in paths:
+            updated[path] = updated.get(path, frozenset()) | {root}
+        self._instruction_paths = {k: v for k, v in updated.items() if v}
+        if self.on_instructions_loaded is not None:
+            self.on_instructions_loaded({Path(p).parent for p in paths})
 
     def files_list(self, cwd: str | None, *, refresh: bool = False) -> p.FilesListResult:
         files = self._files(cwd)
         if refresh:
             files.refresh()
+            self._watch_instructions(files.project_root, files)
         return msgspec.convert(files.files_list(), p.FilesListResult)
 
     def files_show(self, cwd: str | None) -> p.FilesShowResult:

@@ -91,6 +91,13 @@ class LiveSession:
         sid = self.state.session_id or Path(self.path).stem
         return f"{sid}/{self.state.subagent_id}" if self.state.subagent_id else sid
 
+    @property
+    def parent_session_id(self) -> str | None:
+        """The session a sub-agent runs under, or the one a fork (Codex ``forked_from_id``, a
+        Claude session started from another) was copied from."""
+        parent = self.state.parent_session_id
+        return parent if parent and parent != self.session_id else None
+
 
 def _redact(text: str) -> str:
     return redaction.redact(text).text
@@ -349,8 +356,8 @@ class CaptureService:
         """Copy-on-fork (design §6): a session forked from another starts with a copy of the
         parent's findings, as its own; both can then promote, and fingerprints dedup."""
         if live.inherited is None:
-            parent = live.state.parent_session_id
-            is_fork = parent and not live.state.subagent_id and parent != live.session_id
+            parent = live.parent_session_id
+            is_fork = parent and not live.state.subagent_id
             live.inherited = [
                 msgspec.structs.replace(
                     f, id=finding_id(live.session_id, f.fingerprint), session_id=live.session_id
@@ -367,7 +374,7 @@ class CaptureService:
             transcript_path=live.path,
             transcript_inode=cursor.inode if cursor else 0,
             transcript_offset=cursor.offset if cursor else 0,
-            parent_session_id=live.state.parent_session_id if live.state.subagent_id else None,
+            parent_session_id=live.parent_session_id,
             created_at=live.created_at,
         )
 

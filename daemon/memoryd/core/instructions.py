@@ -27,6 +27,7 @@ the importing file's segment, depth first, in directive order.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import json
 import math
@@ -263,6 +264,20 @@ def fit_budget(segments: Sequence[Segment], max_tokens: int) -> tuple[list[Segme
     kept = [s for i, s in enumerate(segments) if i in keep]
     dropped = [s for i, s in enumerate(segments) if i not in keep]
     return kept, dropped
+
+
+def plan_gitignore(text: str | None, name: str) -> str | None:
+    """``.gitignore`` (``text``; None: no file) with a line ignoring ``name`` at the project root
+    appended, or None when a line already ignores it (``MEMORY.local.md``, ``/MEMORY.local.md``,
+    ``*.local.md``, …): a local instruction file is personal and may hold secrets."""
+    for line in (text or "").splitlines():
+        pattern = line.strip().removeprefix("/")
+        rule = pattern and not pattern.startswith(("#", "!"))
+        if rule and fnmatch.fnmatchcase(name, pattern.removesuffix("/")):
+            return None
+    body = text or ""
+    gap = "" if not body or body.endswith("\n") else "\n"
+    return f"{body}{gap}{name}\n"
 
 
 # --- save_memory ------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ class InstructionConfig:
     load_local_files: bool = True
     home: Path = field(default_factory=Path.home)
     max_depth: int = core.MAX_DEPTH
+    budget_percent: int = core.BUDGET_PERCENT
     max_imports_per_file: int = core.MAX_IMPORTS_PER_FILE
     max_file_bytes: int = core.MAX_FILE_BYTES
     max_files: int = MAX_FILES
@@ -77,6 +78,17 @@ class SaveResult(msgspec.Struct, frozen=True, kw_only=True):
 
 def discover(project_root: Path, config: InstructionConfig) -> list[Candidate]:
     """The top-level files that exist (or are dangling links), in default precedence order."""
+    return [
+        Candidate(tier=tier, path=path, priority=core.default_priority(tier, variant))
+        for tier, variant, path in _slots(project_root, config)
+        if os.path.lexists(path)
+    ]
+
+
+def _slots(
+    project_root: Path, config: InstructionConfig
+) -> list[tuple[core.Tier, core.Variant, Path]]:
+    """Every place a top-level file may be, whether it exists or not (the watcher's list)."""
     main = config.file_name
     local = core.local_name(main)
     slots: list[tuple[core.Tier, core.Variant, Path]] = [
@@ -96,9 +108,9 @@ def discover(project_root: Path, config: InstructionConfig) -> list[Candidate]:
         ("project", "local", project_root / local),
     ]
     return [
-        Candidate(tier=tier, path=path, priority=core.default_priority(tier, variant))
+        (tier, variant, path)
         for tier, variant, path in slots
-        if (config.load_local_files or variant in ("main", "hidden")) and os.path.lexists(path)
+        if config.load_local_files or variant in ("main", "hidden")
     ]
 
 
@@ -290,7 +302,26 @@ def save_memory(
         # A new shared file is meant to be committed; a .local or global one may hold secrets.
         default_mode = 0o644 if target == "project" else 0o600
         write_atomic(real, new.encode(), default_mode if mode is None else mode)
+        if target == "local" and mode is None:
+            ignore_locally(project_root, path.name)
     return SaveResult(diff=preview, written=confirm, path=str(real))
+
+
+def ignore_locally(project_root: Path, name: str) -> bool:
+    """Add ``name`` to the project's ``.gitignore`` (a git project, or one that has the file)
+    unless a line already ignores it; whether the file was changed."""
+    ignore = project_root / ".gitignore"
+    if not (os.path.lexists(project_root / ".git") or ignore.is_file()):
+        return False
+    try:
+        existing, mode = _read_existing(ignore, core.MAX_FILE_BYTES)
+    except (Forbidden, TooLarge):
+        return False  # not a regular file, or absurd: leave it to the user
+    new = core.plan_gitignore(existing, name)
+    if new is None:
+        return False
+    write_atomic(ignore, new.encode(), 0o644 if mode is None else mode)
+    return True
 
 
 def _read_existing(real: Path, limit: int) -> tuple[str | None, int | None]:
@@ -315,6 +346,8 @@ class InstructionFiles:
         self.project_root = project_root
         self.config = config
         self._cached: LoadResult | None = None
+        self._local = project_root / core.local_name(config.file_name)
+        self._local_seen = os.path.lexists(self._local)
 
     def result(self) -> LoadResult:
         if self._cached is None:
@@ -322,8 +355,35 @@ class InstructionFiles:
         return self._cached
 
     def refresh(self) -> LoadResult:
+        """Load again (a file changed); a local file that appeared since is kept out of git."""
         self._cached = None
+        self._ignore_new_local()
         return self.result()
+
+    def _ignore_new_local(self) -> None:
+        seen = os.path.lexists(self._local)
+        if seen and not self._local_seen:
+            ignore_locally(self.project_root, self._local.name)
+        self._local_seen = seen
+
+    def fitted(self, context_tokens: int) -> tuple[list[core.Segment], list[core.Segment]]:
+        """The segments within the instruction files' share of a model context (kept, dropped)."""
+        budget = core.memory_budget(context_tokens, self.config.budget_percent)
+        return core.fit_budget(self.result().segments, budget)
+
+    def watched(self) -> set[Path]:
+        """The files whose change should reload these: every place a top-level file may be,
+        each file loaded, and each import that was missing (it may be created)."""
+        result = self.result()
+        paths = {path for _tier, _variant, path in _slots(self.project_root, self.config)}
+        paths.update(Path(s.path) for s in result.segments)
+        paths.update(Path(p.path) for p in result.problems if p.kind == "missing")
+        return paths
+
+    def targets(self) -> dict[str, str]:
+        """The file each save target names (what ``memctl files edit`` opens)."""
+        allowed = [t for t in SAVE_TARGETS if t in self.config.save_targets]
+        return {t: str(save_path(self.project_root, self.config, t)[0]) for t in allowed}
 
     def files_list(self) -> dict[str, object]:
         result = self.result()
@@ -332,6 +392,7 @@ class InstructionFiles:
             "disabled": list(result.disabled),
             "problems": [msgspec.structs.asdict(p) for p in result.problems],
             "tokens": result.tokens,
+            "targets": self.targets(),
         }
 
     def files_show(self) -> dict[str, object]:
@@ -345,4 +406,5 @@ class InstructionFiles:
         )
         if saved.written:
             self._cached = None
+            self._local_seen = os.path.lexists(self._local)  # save_memory ignored it already
         return saved

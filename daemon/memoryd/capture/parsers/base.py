@@ -28,6 +28,9 @@ class ParserState:
     parent_session_id: str | None = None
     subagent_id: str | None = None
     cwd: str | None = None
+    # The session the file's own name gives (a Claude Code ``<uuid>.jsonl``): it outranks the
+    # ``sessionId`` of lines copied into the file from a parent session.
+    file_session_id: str | None = None
     stats: ParseStats = field(default_factory=ParseStats)
     seen_files: set[str] = field(default_factory=set)
 

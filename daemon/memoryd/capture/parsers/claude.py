@@ -8,6 +8,7 @@ with ``tool_result`` blocks and become ``tool`` messages.
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePath
 from typing import Any
 
@@ -47,6 +48,11 @@ QUIET_TYPES = frozenset(
 )
 
 
+# Claude Code names a session's file after the session, ``<uuid>.jsonl``; only such a name is
+# trusted over the records' ``sessionId`` (a hand-made file may be named otherwise).
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
 def new_state(path: str | None = None) -> ParserState:
     """State for one file; the path names the session, or the parent session and agent id of a
     sub-agent file, until the records say so themselves."""
@@ -62,6 +68,8 @@ def new_state(path: str | None = None) -> ParserState:
             state.session_id = state.parent_session_id = parents[index - 1] if index else None
     else:
         state.session_id = pure.stem
+        if _UUID.fullmatch(pure.stem):
+            state.file_session_id = pure.stem
     return state
 
 
@@ -92,12 +100,32 @@ def _learn_envelope(record: dict[str, Any], state: ParserState) -> None:
     """Every conversational line repeats cwd and session; a sub-agent line also names its agent
     and is a sidechain of the session it is logged under."""
     state.cwd = get_str(record, "cwd") or state.cwd
-    state.session_id = get_str(record, "sessionId") or state.session_id
+    session = get_str(record, "sessionId")
+    if not _learn_parent(record, session, state):
+        state.session_id = session or state.session_id
     agent_id = get_str(record, "agentId")
     if agent_id and (record.get("isSidechain") is True or state.subagent_id):
         state.subagent_id = agent_id
     if state.subagent_id and state.session_id:
         state.parent_session_id = state.session_id
+
+
+def _learn_parent(record: dict[str, Any], session: str | None, state: ParserState) -> bool:
+    """A session started from another one (``--fork-session``, ``/branch``, ``--resume`` into a
+    new file) begins with the parent's conversation copied into its own file: each copied line
+    names the parent in ``forkedFrom.sessionId``, or (a resumed session) still carries the
+    parent's ``sessionId``, while the file is named after the new session. The first parent
+    named is kept, and the file's own id stays the session's. True when the line was copied."""
+    if state.subagent_id:
+        return False
+    own = state.file_session_id
+    forked = get_str(get_dict(record, "forkedFrom"), "sessionId")
+    if forked and forked != (session or own):
+        state.parent_session_id = state.parent_session_id or forked
+    if own is not None and session is not None and session != own:
+        state.parent_session_id = state.parent_session_id or session
+        return True
+    return False
 
 
 def _user(

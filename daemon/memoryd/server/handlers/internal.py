@@ -30,6 +30,8 @@ def reload(ctx: DaemonContext, message: messages.ReloadRequested) -> None:
 def file_changed(ctx: DaemonContext, message: messages.FileChanged) -> None:
     if ctx.banks is not None and BankService.is_lifecycle_file(message.path):
         ctx.banks.file_changed(message.path)
+    elif ctx.banks is not None and ctx.banks.is_instruction_file(message.path):
+        ctx.banks.instruction_file_changed(message.path)
     elif ctx.capture is not None:
         ctx.capture.file_changed(message.path)
 

@@ -123,7 +123,7 @@ def compact(ctx: DaemonContext, req: p.Compact) -> p.CompactResult | Parked:
 
 
 def supersede(ctx: DaemonContext, req: p.Supersede) -> p.SupersedeResult:
-    return ctx.registry.get(req.project).supersede(req.target, req.content)
+    return ctx.registry.get(req.project).supersede(req.target, req.content, req.agent)
 
 
 def archive(ctx: DaemonContext, req: p.Archive) -> p.ArchiveResult:
