@@ -8,7 +8,7 @@ switches to a cheaper scan when retrieval gets slow.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memctl import protocol as p
@@ -118,10 +118,12 @@ class Recall:
         *,
         session_ids: Sequence[str] = (),
         always_only: bool = False,
+        extra: Mapping[str, Sequence[Item]] | None = None,
     ) -> p.InjectResult:
         """The payload for ``req``. ``session_ids`` are the sessions whose unpromoted findings
         make the session bridge tier; ``always_only`` keeps just the always-inject tier (what
-        must survive a compaction)."""
+        must survive a compaction); ``extra`` the items of the extra tiers (instruction files,
+        the memory bank: ``budget.EXTRA_TIERS``), budgeted with the rest."""
         started = time.perf_counter()
         pinned = project.pinned(self.config.max_pinned)
         pinned_ids = {e.id for e in pinned}
@@ -134,6 +136,7 @@ class Recall:
             )
             items["summaries"] = [_episode_item(ep) for ep in project.episodes(SUMMARY_EPISODES)]
             self._attach_conflicts(project, pinned, relevant, items)
+            items.update({tier: list(found) for tier, found in (extra or {}).items() if found})
         ceiling = project.budget_ceiling(self.default_ceiling)
         total = budget.total_budget(ceiling, req.remaining_context)
         payload = injection.build(req.format, total, items)
