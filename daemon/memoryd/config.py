@@ -237,7 +237,9 @@ class BanksSettings(_Section):
         [], description="Folders searched (4 levels deep) for projects holding memory-bank/."
     )
     read_only_modes: list[str] = Field(
-        ["ask"], description="Modes in which the memory bank cannot be changed."
+        ["ask"],
+        description="Modes in which the memory bank cannot be changed, beyond the seed's own "
+        "(plan and ask change nothing; act, architect and debug only their files).",
     )
     sync_interval_s: float = Field(
         60,
