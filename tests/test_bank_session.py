@@ -121,8 +121,6 @@ def test_the_update_instruction_lists_the_files_in_update_order() -> None:
     positions = [text.index(f"{name}:") for name in bank.UPDATE_ORDER]
     assert positions == sorted(positions) and len(bank.UPDATE_ORDER) == 7
     assert "append" in text and "memctl bank update" in text
-    only = update_instruction(["activeContext.md"])
-    assert "1. activeContext.md" in only and "progress.md:" not in only
 
 
 def test_the_protocol_text_is_short_and_names_the_read_order() -> None:

@@ -149,3 +149,14 @@ def test_update_trigger_without_a_bank_says_how_to_make_one(env: Env, daemon: Da
     assert result.bank_update and "has none yet" in result.text and "bank init" in result.text
     start = _hook(env, "claude", "session_start")
     assert start.text == "" and start.tokens is None  # no bank, no files, no entries: nothing
+
+
+def test_each_session_starts_with_the_files_as_they_are_now(env: Env, daemon: Daemon) -> None:
+    _project(env)
+    assert RULE in _hook(env, "gemini", "session_start").text
+    (env.project / "MEMORY.md").write_text("# Project rules\n\nFormat with black.\n")
+    (env.project / "MEMORY.local.md").write_text("My own note: use the staging database.\n")
+    run = run_hook(env, payload("gemini", "SessionStart", env.project), "--agent", "gemini")
+    text = injected(run, "SessionStart")
+    assert "Format with black." in text and RULE not in text and STYLE not in text
+    assert "staging database" in text and text.index("black") < text.index("staging")

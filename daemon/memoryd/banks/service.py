@@ -390,8 +390,9 @@ class BankService:
         return files
 
     def instruction_segments(self, cwd: str | None) -> list[Segment]:
-        """The project's instruction files with their imports, weakest first."""
-        return self._files(cwd).result().segments
+        """The project's instruction files with their imports, weakest first, read again: a
+        session must start with the files as they are now (a few small reads, once a session)."""
+        return self._files(cwd).refresh().segments
 
     def bank_texts(self, cwd: str | None) -> dict[str, str | None]:
         """The bank's files as the cache has them (the seven, None when missing)."""

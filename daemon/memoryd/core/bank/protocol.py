@@ -57,11 +57,10 @@ def protocol_text(present: Sequence[str]) -> str:
     )
 
 
-def update_instruction(writable: Sequence[str] | None = None) -> str:
-    """What the "update memory bank" trigger answers: the files to update, in update order (only
-    those ``writable`` in the agent's mode, when given), what each gets, and how."""
-    names = [n for n in bank.UPDATE_ORDER if writable is None or n in writable]
-    steps = [f"{i}. {name}: {_WHAT[name]}." for i, name in enumerate(names, start=1)]
+def update_instruction() -> str:
+    """What the "update memory bank" trigger answers: the files to update, in update order, what
+    each gets, and how."""
+    steps = [f"{i}. {name}: {_WHAT[name]}." for i, name in enumerate(bank.UPDATE_ORDER, start=1)]
     return "\n".join(
         [
             "The user asked to update the memory bank. Review what changed in this session, "
