@@ -308,3 +308,44 @@ def test_projects_known_from_an_earlier_run(env: Env, tmp_path: Path) -> None:
         second.stop()
     assert {str(env.project.resolve()), str(other.resolve())} <= paths
     assert str(gone.resolve()) not in paths
+
+
+def test_modes_apply_the_seeds_file_access(env: Env, daemon) -> None:
+    """Seed 000 §4: each mode reads and changes its own files; a refusal changes nothing."""
+    ok_json(env, "bank", "init")
+    design = ["productContext.md", "systemPatterns.md"]
+    architect = ok_json(env, "bank", "activate", "--mode", "architect")
+    assert list(architect["content"]) == design
+    assert architect["bank_info"]["reads"] == design == architect["bank_info"]["writes"]
+    assert architect["bank_info"]["files"] == SEVEN  # the bank is all there, only not read
+    plan = ok_json(env, "bank", "activate", "--mode", "plan")["bank_info"]
+    assert plan["reads"] == SEVEN and plan["writes"] == []
+    shown = memctl(env, "bank", "activate", "--mode", "debug")
+    assert "<!-- mode debug: reads projectBrief.md" in shown.stdout
+    assert "writes activeContext.md -->" in shown.stdout
+    before = _snapshot(_bank(env))
+    refused = [
+        (("bank", "update", "progress.md", "--mode", "architect"), "cannot change progress.md"),
+        (("bank", "write", "techContext.md", "--mode", "act"), "cannot change techContext.md"),
+        (("bank", "update", "progress.md", "--mode", "debug"), "cannot change progress.md"),
+        (("bank", "update", "activeContext.md", "--mode", "plan"), "read-only"),
+        (("bank", "process", "--apply", "--mode", "debug"), "cannot change progress.md"),
+    ]
+    for args, reason in refused:
+        result = memctl(env, *args, stdin="## Completed\n\n- [x] done: shipped the API\n")
+        assert result.code == 1 and reason in result.stderr, (args, result.stderr)
+    assert _snapshot(_bank(env)) == before
+    assert all(
+        "shipped the API" not in ok_json(env, "bank", "read", name)["content"] for name in SEVEN
+    )  # nor in the daemon's cache, waiting for the next sync
+    allowed = [
+        ("systemPatterns.md", "architect"),
+        ("progress.md", "act"),
+        ("activeContext.md", "debug"),
+        ("techContext.md", "code"),
+        ("techContext.md", "review"),  # a mode the seed does not name: full access
+    ]
+    for name, mode in allowed:
+        note = f"## Notes\n\n- written in {mode} mode\n"
+        ok_json(env, "bank", "update", name, "--mode", mode, stdin=note)
+        assert f"written in {mode} mode" in ok_json(env, "bank", "read", name)["content"]

@@ -277,7 +277,7 @@ def test_a_full_session_lifecycle(project: Path, changes) -> None:
     bank_, writes = Bank(project), changes(project)
     assert Bank(project).validate().empty
     bank_.init(BRIEF)
-    start = bank_.activate("architect")  # session start: everything, in order
+    start = bank_.activate("plan")  # session start (seed 000 §11.5): everything, in order
     assert list(start.content) == list(bank.READ_ORDER)
     writes.update("progress.md", "## In Progress\n\n- [ ] Build the endpoints\n", mode="code")
     writes.update("activeContext.md", "## Recent Changes\n\n- 2025-06-30: endpoints started\n")

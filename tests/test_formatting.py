@@ -111,3 +111,43 @@ def test_formats_have_their_sections() -> None:
         plain = injection.build(fmt, 5000, items).text
         assert "<" not in plain and "#" not in plain.replace("(#", "")
     assert injection.build("claude", 5000, {}).text == ""
+
+
+def _session_start(fmt: str, text: str, origin: str) -> str:
+    items = {
+        "instructions": [Item(kind="instruction", text=text, origin=origin)],
+        "bank": [Item(kind="bank_summary", text=text), Item(kind="bank_protocol", text="read")],
+        "always": [Item(kind="entry", text="pinned", id="a" * 32, category="warning")],
+    }
+    return injection.build(fmt, 5000, items).text
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_instruction_and_bank_blocks_cannot_break_the_claude_payload(text: str) -> None:
+    origin = 'memoryd: path="/p/--> <evil>" tokens=1'
+    out = _session_start("claude", text, origin)
+    root = ET.fromstring(f"<payload>{out}</payload>")
+    assert [e.tag for e in root] == ["instruction_files", "memory_bank", "project_memory"]
+    assert [e.tag for e in root[1]] == ["summary", "protocol"]
+    assert len(root[0]) == 0 and not INVISIBLE.search(out)  # only text (and our comment) inside
+    assert out.count("-->") == 1 and "<!-- memoryd: path=" in out
+    # Lines are kept: an instruction file is markdown, not one folded line.
+    assert formatting.sanitize_block(text) in ET.fromstring(f"<p>{out}</p>")[0].text
+
+
+@given(st.text(max_size=500), st.text(max_size=80), st.sampled_from(FORMATS))
+def test_blocks_keep_claude_well_formed(text: str, origin: str, fmt: str) -> None:
+    out = _session_start(fmt, text, origin)
+    if fmt == "claude":
+        ET.fromstring(f"<payload>{out}</payload>")
+    assert not INVISIBLE.search(out.replace("\n", ""))
+
+
+def test_session_start_sections_in_each_format() -> None:
+    text = "# Rules\n\n- use ruff\n"
+    gemini = _session_start("gemini", text, "memoryd: tier=project")
+    assert gemini.startswith("## Instruction files\n> ")
+    assert "<!-- memoryd: tier=project -->\n# Rules\n\n- use ruff\n## Memory bank\n" in gemini
+    assert gemini.index("## Memory bank") < gemini.index("## Project memory")
+    plain = _session_start("plain", text, "memoryd: tier=project")
+    assert plain.startswith("Instruction files (") and "\nMemory bank (" in plain

@@ -318,11 +318,15 @@ def test_render_names_each_source_safely() -> None:
     assert 'imported_from="/p/x.md"' in out and f"sha256={seg.hash[:12]}" in out
 
 
-def test_token_budget_drops_the_weakest_whole_segments() -> None:
-    segs = [core.make_segment("project", f"/{i}.md", "x" * 40, 100 + i) for i in range(4)]
-    kept, dropped = core.fit_budget(segs, 25)
-    assert [s.path for s in kept] == ["/2.md", "/3.md"] and len(dropped) == 2
-    assert core.memory_budget(128_000) == 12_800
+def test_each_agent_leaves_out_what_it_loads_itself() -> None:
+    assert core.loaded_natively("claude", "/p/CLAUDE.md")
+    assert core.loaded_natively("claude", "/p/CLAUDE.local.md")
+    assert core.loaded_natively("claude", "/p/.claude/rules/api.md")
+    assert not core.loaded_natively("claude", "/p/MEMORY.md")
+    assert not core.loaded_natively("claude", "/p/AGENTS.md")
+    assert core.loaded_natively("codex", "/p/AGENTS.md")
+    assert core.loaded_natively("gemini", "/GEMINI.md")
+    assert not core.loaded_natively("codex", "/p/docs/claude.md")
 
 
 def test_cache_until_refresh_or_save(lay: Layout) -> None:

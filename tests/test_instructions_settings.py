@@ -25,7 +25,7 @@ def _show(env: Env) -> dict:
         ("[instructions]\nfile_nam = 'X.md'\n", "did you mean 'file_name'"),
         ("[instructions]\nfile_name = 'notes.txt'\n", "file_name"),
         ("[instructions]\nfile_name = 'a/MEMORY.md'\n", "plain"),
-        ("[instructions]\nbudget_percent = 150\n", "budget_percent"),
+        ("[instructions]\nbudget_percent = 39\n", "budget_percent"),
         ("[instructions]\ntrusted_folders = ['relative/docs']\n", "not absolute"),
     ],
 )

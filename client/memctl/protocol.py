@@ -236,12 +236,16 @@ class InjectResult(msgspec.Struct, kw_only=True):
 
 class HookResult(msgspec.Struct, kw_only=True):
     """``text`` is the payload to hand the agent ("" for nothing); ``remembered`` the ids of
-    entries a ``remember:`` in the prompt created; ``finalized`` whether a session was closed."""
+    entries a ``remember:`` in the prompt created; ``finalized`` whether a session was closed;
+    ``tokens`` the payload's size per tier (none when there is no payload);
+    ``bank_update`` whether the prompt asked to update the memory bank ("UMB")."""
 
     text: str = ""
     entries: list[str] = []
     remembered: list[str] = []
     finalized: bool = False
+    tokens: TokenInfo | None = None
+    bank_update: bool = False
 
 
 class AutoResult(msgspec.Struct, kw_only=True):
@@ -456,7 +460,9 @@ class BankListResult(msgspec.Struct, kw_only=True):
 
 class BankInfo(msgspec.Struct, kw_only=True):
     """Where the bank is, the mode asked for, the files present in read order, their validation,
-    and their size in tokens (``over_budget`` above the 5,000-token warning)."""
+    and their size in tokens (``over_budget`` above the 5,000-token warning). ``reads``: the
+    files the mode reads (their content is given); ``writes``: the files it may change (seed 000
+    §4 modes)."""
 
     path: str
     project_root: str
@@ -465,6 +471,8 @@ class BankInfo(msgspec.Struct, kw_only=True):
     validation: BankValidateResult
     tokens: int
     over_budget: bool
+    reads: list[str] = []
+    writes: list[str] = []
 
 
 class CustomInstruction(msgspec.Struct, kw_only=True):

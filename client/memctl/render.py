@@ -271,7 +271,12 @@ def bank_list(r: p.BankListResult) -> str:
 
 
 def bank_activate(r: p.BankActivateResult) -> str:
-    parts = [f"<!-- {name} -->\n{text.rstrip()}" for name, text in r.content.items()]
+    info = r.bank_info
+    parts = []
+    if info.mode is not None:
+        writes = ", ".join(info.writes) or "nothing (read-only)"
+        parts.append(f"<!-- mode {info.mode}: reads {', '.join(info.reads)}; writes {writes} -->")
+    parts += [f"<!-- {name} -->\n{text.rstrip()}" for name, text in r.content.items()]
     parts += [f"<!-- {rule.source} -->\n{rule.content.rstrip()}" for rule in r.custom_instructions]
     return "\n\n".join(parts)
 

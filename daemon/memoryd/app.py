@@ -157,6 +157,7 @@ class Daemon:
             self.settings.retrieval.to_core(),
             _slo_monitor(self.settings.slo),
             default_ceiling=self.settings.retrieval.budget_ceiling,
+            instructions_share=self.settings.instructions.budget_percent / 100,
             log=self.log,
         )
 
@@ -367,7 +368,6 @@ def _instruction_config(settings: config.InstructionsSettings) -> InstructionCon
     return dataclasses.replace(
         base,
         file_name=settings.file_name,
-        budget_percent=settings.budget_percent,
         max_depth=settings.max_depth,
         plugins_dir=Path(plugins) if plugins else base.global_dir / "plugins",
         trusted_folders=tuple(Path(os.path.expanduser(f)) for f in settings.trusted_folders),

@@ -33,6 +33,7 @@ from pydantic_settings import (
 
 from memoryd.core import instructions as core_instructions
 from memoryd.core.capture.rules import load_user_rules
+from memoryd.core.recall import budget
 from memoryd.core.recall.budget import DEFAULT_CEILING
 from memoryd.core.recall.retrieval import RetrievalConfig
 
@@ -243,7 +244,9 @@ class BanksSettings(_Section):
         [], description="Folders searched (4 levels deep) for projects holding memory-bank/."
     )
     read_only_modes: list[str] = Field(
-        ["ask"], description="Modes in which the memory bank cannot be changed."
+        ["ask"],
+        description="Modes in which the memory bank cannot be changed, beyond the seed's own "
+        "(plan and ask change nothing; act, architect and debug only their files).",
     )
     sync_interval_s: float = Field(
         60,
@@ -269,10 +272,11 @@ class InstructionsSettings(_Section):
         description="Name of the instruction file (its local variant: <name>.local.md).",
     )
     budget_percent: int = Field(
-        core_instructions.BUDGET_PERCENT,
+        round(budget.SHARES["instructions"] * 100),
         ge=0,
-        le=100,
-        description="Share of the model's context the instruction files may take (%).",
+        le=round(budget.MAX_INSTRUCTIONS_SHARE * 100),
+        description="Share of a session-start payload the instruction files may take (%), "
+        "paid for by the session bridge's share.",
     )
     max_depth: int = Field(
         core_instructions.MAX_DEPTH, ge=0, le=10, description="How deep @imports are followed."

@@ -8,7 +8,7 @@ switches to a cheaper scan when retrieval gets slow.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -36,6 +36,7 @@ class Recall:
         slo: SloMonitor,
         *,
         default_ceiling: int = budget.DEFAULT_CEILING,
+        instructions_share: float = budget.SHARES["instructions"],
         reranker: retrieval.Reranker | None = None,
         clock: Callable[[], float] = time.time,
         log: Any = None,
@@ -43,6 +44,7 @@ class Recall:
         self.config = config
         self.slo = slo
         self.default_ceiling = default_ceiling
+        self.extra_shares = {"instructions": instructions_share}
         self.reranker = reranker or retrieval.NoOpReranker()
         self._clock = clock
         self._log = log
@@ -117,11 +119,14 @@ class Recall:
         session_ids: Sequence[str] = (),
         always_only: bool = False,
         leave_out: AbstractSet[str] = frozenset(),
+        extra: Mapping[str, Sequence[Item]] | None = None,
     ) -> p.InjectResult:
         """The payload for ``req``. ``session_ids`` are the sessions whose unpromoted findings
         make the session bridge tier; ``always_only`` keeps just the always-inject tier (what
         must survive a compaction); ``leave_out``: entries the payload must not carry (what
-        the prompt itself just asked to remember: the agent has it in front of it)."""
+        the prompt itself just asked to remember: the agent has it in front of it); ``extra``
+        the items of the extra tiers (instruction files, the memory bank:
+        ``budget.EXTRA_TIERS``), budgeted with the rest."""
         started = time.perf_counter()
         pinned = [e for e in project.pinned(self.config.max_pinned) if e.id not in leave_out]
         pinned_ids = {e.id for e in pinned}
@@ -134,9 +139,10 @@ class Recall:
             )
             items["summaries"] = [_episode_item(ep) for ep in project.episodes(SUMMARY_EPISODES)]
             self._attach_conflicts(project, pinned, relevant, items)
+            items.update({tier: list(found) for tier, found in (extra or {}).items() if found})
         ceiling = project.budget_ceiling(self.default_ceiling)
         total = budget.total_budget(ceiling, req.remaining_context)
-        payload = injection.build(req.format, total, items)
+        payload = injection.build(req.format, total, items, shares=self.extra_shares)
         project.record_access(payload.ids, self._clock())
         self._timed(started)
         return p.InjectResult(

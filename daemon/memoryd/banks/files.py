@@ -23,6 +23,8 @@ from memoryd.banks.clinerules import Instruction
 from memoryd.banks.paths import ARCHIVE_DIR, bank_dir_for, check_name, real_bank_dir, resolve
 from memoryd.banks.scan import scan_codebase
 from memoryd.core.bank import model as bank
+from memoryd.core.bank import modes
+from memoryd.core.bank.modes import Access
 from memoryd.core.bank.ops import MAX_FILE_BYTES
 from memoryd.core.bank.optimise import WARN_TOKENS
 from memoryd.core.bank.templates import render_templates
@@ -66,6 +68,8 @@ class BankInfo(msgspec.Struct, frozen=True):
     validation: bank.ValidationReport
     tokens: int
     over_budget: bool
+    reads: list[str]  # the files this mode reads (seed 000 §4), of those present
+    writes: list[str]  # the files it may change, of the seven and those present
 
 
 class Activation(msgspec.Struct, frozen=True):
@@ -163,21 +167,28 @@ class Bank:
         mode: str | None,
         files: Sequence[str] = (),
         contents: tuple[dict[str, str | None], list[str]] | None = None,
+        *,
+        access: Access | None = None,
     ) -> Activation:
-        """Everything a session starts with: the bank in read order, the custom instructions
-        for this mode and these files, and the bank's state (design §10). ``contents``:
-        the bank as the daemon's cache has it, instead of as it is on disk."""
+        """Everything a session starts with: the bank in read order (the files the mode reads),
+        the custom instructions for this mode and these files, and the bank's state (design
+        §10). ``contents``: the bank as the daemon's cache has it, instead of as it is on disk;
+        ``access``: the mode's, when the caller's configuration adds read-only modes."""
         texts, refused = contents if contents is not None else self.contents()
-        content = {name: text for name, text in texts.items() if text is not None}
+        access = access if access is not None else modes.access(mode)
+        present = [name for name, text in texts.items() if text is not None]
+        content = {name: texts[name] or "" for name in access.readable(present)}
         tokens = bank.bank_tokens(content)
         info = BankInfo(
             path=str(self.dir),
             project_root=str(self.project_root),
             mode=mode,
-            files=list(content),
+            files=present,
             validation=report(texts, refused),
             tokens=tokens,
             over_budget=tokens > WARN_TOKENS,
+            reads=list(content),
+            writes=access.writable(dict.fromkeys([*bank.READ_ORDER, *present])),
         )
         instructions = clinerules.collect(self.project_root, mode, files)
         return Activation(info, content, instructions)

@@ -39,14 +39,17 @@ from memoryd.banks.writer import FlushResult
 from memoryd.config import BanksSettings
 from memoryd.core import entries as core_entries
 from memoryd.core.bank import model as core_bank
+from memoryd.core.bank import modes
 from memoryd.core.bank.apply import apply_items
 from memoryd.core.bank.lifecycle import lifecycle_items
+from memoryd.core.bank.modes import Access
 from memoryd.core.bank.ops import ApplyItems
 from memoryd.core.bank.optimise import optimise, optimise_ops
 from memoryd.core.bank.router import route
 from memoryd.core.capture.findings import truncate
-from memoryd.core.errors import Forbidden, MemorydError
+from memoryd.core.errors import MemorydError
 from memoryd.core.events import BankFileSynced
+from memoryd.core.instructions import Segment
 from memoryd.core.redaction import redact
 from memoryd.instructions.loader import InstructionConfig, InstructionFiles
 from memoryd.project import ProjectMemory
@@ -111,9 +114,13 @@ class BankService:
         project = self._registry.get(cwd)
         return project, Bank(project.root)
 
-    def _check_writable(self, mode: str | None) -> None:
-        if mode is not None and mode.casefold() in self._read_only:
-            raise Forbidden(f"mode {mode!r} is read-only: the memory bank cannot be changed in it")
+    def access(self, mode: str | None) -> Access:
+        """What ``mode`` may read and change (seed 000 §4), the configured read-only modes on
+        top."""
+        return modes.access(mode, self._read_only)
+
+    def _check_writable(self, mode: str | None, names: Sequence[str] = ()) -> None:
+        self.access(mode).check_write(names)
 
     def init(self, cwd: str | None, brief: str | None) -> p.BankInitResult:
         project, bank = self._project(cwd)
@@ -135,20 +142,22 @@ class BankService:
         self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
     ) -> p.BankWriteResult:
         """Create or replace a whole file (decisionLog.md: only keeping its existing entries)."""
-        return self._change(cwd, mode, lambda root: self.cache.write(root, name, content, request))
+        submit = partial(self.cache.write, name=name, content=content, request=request)
+        return self._change(cwd, mode, name, submit)
 
     def update(
         self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
     ) -> p.BankWriteResult:
         """Merge sections into an existing file (``memoryd.core.bank.update``)."""
-        return self._change(cwd, mode, lambda root: self.cache.update(root, name, content, request))
+        submit = partial(self.cache.update, name=name, content=content, request=request)
+        return self._change(cwd, mode, name, submit)
 
     def _change(
-        self, cwd: str | None, mode: str | None, submit: Callable[[Path], Submit]
+        self, cwd: str | None, mode: str | None, name: str, submit: Callable[[Path], Submit]
     ) -> p.BankWriteResult:
-        # The configured modes decide; the Bank's own check would add "ask" whatever they say.
-        self._check_writable(mode)
-        project = self._registry.get(cwd)
+        self._check_writable(mode)  # before the name is even looked at: a read-only mode
+        project, bank = self._project(cwd)
+        self._check_writable(mode, [bank.locate(name)[1]])  # the real file, not a link to it
         submitted = submit(project.root)
         ingested = self._after_write(project, [submitted.name])
         return p.BankWriteResult(
@@ -161,7 +170,8 @@ class BankService:
 
     def activate(self, cwd: str | None, mode: str | None, files: list[str]) -> p.BankActivateResult:
         project, bank = self._project(cwd)
-        activation = bank.activate(mode, files, self.cache.contents(project.root))
+        contents = self.cache.contents(project.root)
+        activation = bank.activate(mode, files, contents, access=self.access(mode))
         return p.BankActivateResult(
             bank_info=_convert(activation.bank_info, p.BankInfo),
             content=activation.content,
@@ -231,6 +241,7 @@ class BankService:
             fallback_reason=processed.fallback_reason,
         )
         if apply and processed.items:
+            self._check_writable(mode, sorted({i.target_file for i in processed.items}))
             texts, _refused = self.cache.contents(project.root)
             # Checked over every file first, so that an item refused leaves all files as they are.
             planned = apply_items(texts, processed.items, now.date())
@@ -256,6 +267,8 @@ class BankService:
         root = self._registry.get(cwd).root
         texts, _refused = self.cache.contents(root)
         plan = optimise(texts, datetime.fromtimestamp(self._clock()).date())
+        if apply:
+            self._check_writable(mode, [*plan.new_files, *plan.archived])
         ops = optimise_ops(texts, plan) if apply else []
         for name, op in ops:
             self.cache.apply(root, name, op, request)
@@ -404,6 +417,15 @@ class BankService:
         self._instruction_paths = {k: v for k, v in updated.items() if v}
         if self.on_instructions_loaded is not None:
             self.on_instructions_loaded({Path(p).parent for p in paths})
+
+    def instruction_segments(self, cwd: str | None) -> list[Segment]:
+        """The project's instruction files with their imports, weakest first, read again: a
+        session must start with the files as they are now (a few small reads, once a session)."""
+        return self._files(cwd).refresh().segments
+
+    def bank_texts(self, cwd: str | None) -> dict[str, str | None]:
+        """The bank's files as the cache has them (the seven, None when missing)."""
+        return self.cache.contents(self._registry.get(cwd).root)[0]
 
     def files_list(self, cwd: str | None, *, refresh: bool = False) -> p.FilesListResult:
         files = self._files(cwd)

@@ -1,6 +1,7 @@
-"""Instruction files, the pure part (design §11; design §11): tiers and their order, frontmatter,
-the ``@import`` grammar, provenance segments, rendering, the token budget and ``save_memory``
-planning. Nothing here touches the file system; ``memoryd.instructions.loader`` does.
+"""Instruction files, the pure part (design §11): tiers and their order, frontmatter,
+the ``@import`` grammar, provenance segments, rendering, the files each agent loads itself, and
+``save_memory`` planning. Nothing here touches the file system; ``memoryd.instructions.loader``
+does.
 
 Precedence, lowest to highest (a later segment overrides an earlier one, so ``render`` emits them
 in this order and the strongest instruction sits closest to the prompt):
@@ -30,7 +31,6 @@ import difflib
 import fnmatch
 import hashlib
 import json
-import math
 import os.path
 import re
 from collections.abc import Sequence
@@ -54,7 +54,6 @@ DEFAULT_SECTION = "Saved memories"
 MAX_DEPTH = 5
 MAX_IMPORTS_PER_FILE = 20
 MAX_FILE_BYTES = 100 * 1024
-BUDGET_PERCENT = 10
 
 _PRIORITIES: dict[tuple[Tier, Variant], int] = {
     ("global", "main"): 100,
@@ -233,37 +232,41 @@ def _comment_value(value: str) -> str:
     return json.dumps(value).replace("--", "-\\u002d")
 
 
+def provenance_note(seg: Segment) -> str:
+    """What the comment above a segment says: where it comes from, its size and hash."""
+    origin = f" imported_from={_comment_value(seg.imported_from)}" if seg.imported_from else ""
+    return (
+        f"memoryd: tier={seg.tier} path={_comment_value(seg.path)}{origin}"
+        f" tokens={seg.tokens} sha256={seg.hash[:12]}"
+    )
+
+
 def render(segments: Sequence[Segment]) -> str:
     """The segments in order, each under an HTML comment naming its source."""
-    parts: list[str] = []
-    for seg in segments:
-        origin = f" imported_from={_comment_value(seg.imported_from)}" if seg.imported_from else ""
-        head = (
-            f"<!-- memoryd: tier={seg.tier} path={_comment_value(seg.path)}{origin}"
-            f" tokens={seg.tokens} sha256={seg.hash[:12]} -->"
-        )
-        parts.append(f"{head}\n{seg.content.strip()}\n")
+    parts = [f"<!-- {provenance_note(seg)} -->\n{seg.content.strip()}\n" for seg in segments]
     return "\n".join(parts)
 
 
-def memory_budget(context_tokens: int, percent: int = BUDGET_PERCENT) -> int:
-    """The instruction files' share of a model context (10 % by default)."""
-    return max(0, math.floor(context_tokens * percent / 100))
+# --- what each agent loads itself (design §11: not injected again) ------------------------------
+
+# agent-formats.md §2 (Claude: CLAUDE.md, CLAUDE.local.md, .claude/rules/*.md), §3.4 (Codex:
+# AGENTS.md, AGENTS.override.md), §4.1 (Gemini: GEMINI.md, its default name).
+_NATIVE_NAMES: dict[str, frozenset[str]] = {
+    "claude": frozenset({"CLAUDE.md", "CLAUDE.local.md"}),
+    "codex": frozenset({"AGENTS.md", "AGENTS.override.md"}),
+    "gemini": frozenset({"GEMINI.md"}),
+}
+_NATIVE_DIRS: dict[str, tuple[str, ...]] = {"claude": (".claude/rules",)}
 
 
-def fit_budget(segments: Sequence[Segment], max_tokens: int) -> tuple[list[Segment], list[Segment]]:
-    """Keep whole segments within ``max_tokens``, strongest first (the latest in precedence
-    order): one that does not fit is dropped and weaker, smaller ones may still fit. The kept
-    ones stay in order. Returns (kept, dropped)."""
-    keep: set[int] = set()
-    used = 0
-    for i in range(len(segments) - 1, -1, -1):
-        if used + segments[i].tokens <= max_tokens:
-            keep.add(i)
-            used += segments[i].tokens
-    kept = [s for i, s in enumerate(segments) if i in keep]
-    dropped = [s for i, s in enumerate(segments) if i not in keep]
-    return kept, dropped
+def loaded_natively(agent: str, path: str) -> bool:
+    """Whether ``agent`` reads the instruction file at ``path`` by itself, so that memoryd
+    leaves it out of that agent's payload (an import of CLAUDE.md, a file_name of AGENTS.md)."""
+    pure = PurePath(path)
+    if pure.name in _NATIVE_NAMES.get(agent, frozenset()):
+        return True
+    parent = pure.parent.as_posix()
+    return any(parent.endswith(f"/{d}") or parent == d for d in _NATIVE_DIRS.get(agent, ()))
 
 
 def plan_gitignore(text: str | None, name: str) -> str | None:

@@ -36,7 +36,6 @@ class InstructionConfig:
     load_local_files: bool = True
     home: Path = field(default_factory=Path.home)
     max_depth: int = core.MAX_DEPTH
-    budget_percent: int = core.BUDGET_PERCENT
     max_imports_per_file: int = core.MAX_IMPORTS_PER_FILE
     max_file_bytes: int = core.MAX_FILE_BYTES
     max_files: int = MAX_FILES
@@ -365,11 +364,6 @@ class InstructionFiles:
         if seen and not self._local_seen:
             ignore_locally(self.project_root, self._local.name)
         self._local_seen = seen
-
-    def fitted(self, context_tokens: int) -> tuple[list[core.Segment], list[core.Segment]]:
-        """The segments within the instruction files' share of a model context (kept, dropped)."""
-        budget = core.memory_budget(context_tokens, self.config.budget_percent)
-        return core.fit_budget(self.result().segments, budget)
 
     def watched(self) -> set[Path]:
         """The files whose change should reload these: every place a top-level file may be,

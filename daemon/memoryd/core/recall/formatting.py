@@ -6,15 +6,21 @@ a new section, and in the claude format it is XML-escaped so it cannot close its
 payload says that entries are quoted data, not instructions.
 
 A payload is built from lines: ``item`` renders one entry line and ``frame`` wraps chosen lines
-in headers. The budget packer prices each line by itself, and ``frame_cost`` is reserved up front,
+in headers. The budget packer prices each line by itself, and ``frame_text`` is reserved up front,
 so the whole never costs more than its parts.
+
+A session start's extra tiers are blocks, not lines: an instruction file (markdown whose lines
+must stay lines, under an HTML comment naming its source) and the memory bank's summary and
+protocol. They are the user's own instructions and memoryd's, so they come before the
+``project_memory`` element, each in its own element or section; their text is cleaned the same
+way, line by line, and XML-escaped in the claude format.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
 
@@ -32,11 +38,28 @@ _SECTIONS: dict[str, tuple[str, str, str]] = {
     "summaries": ("recent_sessions", "Recent sessions", "Recent sessions"),
 }
 TIER_ORDER = tuple(_SECTIONS)
+BLOCK_KINDS = frozenset({"instruction", "bank_summary", "bank_protocol", "bank_update"})
+INSTRUCTIONS_NOTE = (
+    "The user's instruction files for this project (MEMORY.md and its imports), loaded by "
+    "memoryd; a comment above each part names its source."
+)
+BANK_NOTE = "The project's memory bank (memory-bank/*.md), summarised by memoryd."
+_BLOCKS: dict[str, tuple[str, str, str, str]] = {
+    # tier: (claude element, markdown heading, plain heading, note)
+    "instructions": (
+        "instruction_files",
+        "Instruction files",
+        "Instruction files",
+        INSTRUCTIONS_NOTE,
+    ),
+    "bank": ("memory_bank", "Memory bank", "Memory bank", BANK_NOTE),
+}
 
 # Bidi embeddings/overrides/isolates, zero-width characters and other invisible format marks
 # are all in Unicode category Cf; controls are Cc; line/paragraph separators Zl/Zp.
 _DROP_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 _WS = re.compile(r"\s+")
+_DASHES = re.compile(r"-(?=-)")
 
 
 def sanitize(text: str) -> str:
@@ -49,18 +72,58 @@ def sanitize(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-class Item(msgspec.Struct, frozen=True, kw_only=True):
-    """One line of a payload: an entry, a conflict marker, a finding or an episode summary."""
+def sanitize_block(text: str) -> str:
+    """Clean multi-line text: the same characters dropped as by ``sanitize``, but line breaks
+    and indentation kept (markdown needs them); no trailing spaces, no run of blank lines."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.isprintable():
+        text = "".join(
+            ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROP_CATEGORIES
+        )
+    lines = [line.rstrip() for line in text.split("\n")]
+    kept = [line for i, line in enumerate(lines) if line or (i and lines[i - 1])]
+    return "\n".join(kept).strip("\n")
 
-    kind: Literal["entry", "conflict", "finding", "episode"]
+
+class Item(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of a payload: an entry, a conflict marker, a finding or an episode summary; or
+    one block of a session start's extra tiers: an instruction file (``origin``: its provenance,
+    shown in a comment above it), the bank's summary, its protocol, the instruction to update
+    it."""
+
+    kind: Literal[
+        "entry", "conflict", "finding", "episode",
+        "instruction", "bank_summary", "bank_protocol", "bank_update",
+    ]  # fmt: skip
     text: str
     id: str = ""
     category: str = ""
     status: str = ""
+    origin: str = ""
+
+
+def _comment(origin: str) -> str:
+    # One line, and no "--" left: nothing in a path can end the comment early.
+    return "<!-- " + _DASHES.sub("- ", sanitize(origin)) + " -->\n"
+
+
+def _block(fmt: Format, it: Item) -> str:
+    text = sanitize_block(it.text)
+    if not text:
+        return ""
+    head = _comment(it.origin) if it.origin else ""
+    if fmt == "claude":
+        element = it.kind.removeprefix("bank_")
+        if it.kind == "instruction":
+            return f"{head}{escape(text)}\n"
+        return f"<{element}>\n{escape(text)}\n</{element}>\n"
+    return f"{head}{text}\n"
 
 
 def item(fmt: Format, it: Item) -> str:
-    """The rendered line for ``it``, newline included."""
+    """The rendered line (a block, for the extra tiers' kinds) for ``it``, newline included."""
+    if it.kind in BLOCK_KINDS:
+        return _block(fmt, it)
     text = sanitize(it.text)
     short = sanitize(it.id)[:8]
     if fmt == "claude":
@@ -99,24 +162,41 @@ def _section(fmt: Format, tier: str) -> tuple[str, str]:
     return f"{plain}:\n", ""
 
 
+def _block_frame(fmt: Format, tier: str) -> tuple[str, str]:
+    element, heading, plain, note = _BLOCKS[tier]
+    if fmt == "claude":
+        return f"<{element} note={quoteattr(note)}>\n", f"</{element}>\n"
+    if fmt == "gemini":
+        return f"## {heading}\n> {note}\n", ""
+    return f"{plain} ({note}):\n", ""
+
+
 def frame(fmt: Format, lines: Mapping[str, Sequence[str]]) -> str:
-    """The payload: rendered lines under their tier's header; empty tiers and an empty payload
-    produce nothing at all."""
-    if not any(lines.get(tier) for tier in TIER_ORDER):
-        return ""
-    parts = [_open(fmt)]
-    for tier in TIER_ORDER:
-        chosen = lines.get(tier) or ()
+    """The payload: the extra tiers' blocks, then rendered lines under their tier's header;
+    empty tiers and an empty payload produce nothing at all."""
+    parts: list[str] = []
+    for tier in _BLOCKS:
+        chosen = [line for line in lines.get(tier) or () if line]
         if chosen:
-            head, tail = _section(fmt, tier)
+            head, tail = _block_frame(fmt, tier)
             parts += [head, *chosen, tail]
-    parts.append(_close(fmt))
+    if any(lines.get(tier) for tier in TIER_ORDER):
+        parts.append(_open(fmt))
+        for tier in TIER_ORDER:
+            if lines.get(tier):
+                head, tail = _section(fmt, tier)
+                parts += [head, *lines[tier], tail]
+        parts.append(_close(fmt))
     return "".join(parts)
 
 
-def frame_text(fmt: Format) -> list[str]:
-    """Every fixed piece the frame can add, for pricing the overhead of a full payload."""
+def frame_text(fmt: Format, extra: Iterable[str] = ()) -> list[str]:
+    """Every fixed piece the frame can add, for pricing the overhead of a full payload (with
+    the blocks of the ``extra`` tiers)."""
     pieces = [_open(fmt), _close(fmt)]
     for tier in TIER_ORDER:
         pieces += list(_section(fmt, tier))
+    for tier in _BLOCKS:
+        if tier in extra:
+            pieces += list(_block_frame(fmt, tier))
     return pieces

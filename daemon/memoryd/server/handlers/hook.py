@@ -3,11 +3,15 @@ ends, a session ends."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from memctl import protocol as p
+from memoryd.banks import payload as bank_payload
+from memoryd.banks.service import BankService
 from memoryd.core.capture.extraction import remembered_text
 from memoryd.core.errors import MemorydError
+from memoryd.core.recall.formatting import Item
 from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
 from memoryd.server.context import DaemonContext, Handler
@@ -45,17 +49,42 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
             return p.HookResult(finalized=done)
         case "pre_compact":
             payload = ctx.recall.inject(project, inject_req, always_only=True)
-            return p.HookResult(text=payload.text, entries=payload.entries)
+            return _result(payload)
         case "prompt":
             remembered = _remember_from_prompt(ctx, project, req.prompt, req.agent)
             # What the prompt asked to keep is in front of the agent already: not sent back.
+            extra = _extra(ctx, lambda b: bank_payload.prompt(b, req.project, req.prompt))
             payload = ctx.recall.inject(
-                project, inject_req, session_ids=sessions, leave_out=frozenset(remembered)
+                project,
+                inject_req,
+                session_ids=sessions,
+                leave_out=frozenset(remembered),
+                extra=extra,
             )
-            return p.HookResult(text=payload.text, entries=payload.entries, remembered=remembered)
+            return _result(payload, remembered=remembered, bank_update="bank" in extra)
         case _:
-            payload = ctx.recall.inject(project, inject_req, session_ids=sessions)
-            return p.HookResult(text=payload.text, entries=payload.entries)
+            extra = _extra(ctx, lambda b: bank_payload.session_start(b, req.project, req.agent))
+            payload = ctx.recall.inject(project, inject_req, session_ids=sessions, extra=extra)
+            return _result(payload)
+
+
+def _result(payload: p.InjectResult, **fields: Any) -> p.HookResult:
+    tokens = payload.tokens if payload.text else None
+    return p.HookResult(text=payload.text, entries=payload.entries, tokens=tokens, **fields)
+
+
+def _extra(
+    ctx: DaemonContext, gather: Callable[[BankService], dict[str, list[Item]]]
+) -> dict[str, list[Item]]:
+    """The instruction files' and the memory bank's part of the payload (``banks.payload``).
+    A failure there is reported in the background: the agent still gets its memory."""
+    if ctx.banks is None:
+        return {}
+    try:
+        return gather(ctx.banks)
+    except (MemorydError, OSError) as exc:
+        ctx.errors.record(f"hook: instruction files or memory bank left out: {exc}", "warning")
+        return {}
 
 
 def _remember_from_prompt(
