@@ -168,5 +168,11 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "unarchive",  # beyond the SPEC list: the way back from archive (issue 9)
         "conflicts",  # beyond the SPEC list: conflicts you can list and resolve (issue 9)
         "resolve",
+        "focus",
+        "release",
+        "connect",
+        "graph",  # beyond the SPEC list: reading the edges table (issue 9)
+        "note",
+        "notes",
     }
     assert set(tags) == spec_ops

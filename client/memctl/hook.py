@@ -91,6 +91,7 @@ def _answer(s: Session, deadline: float) -> bytes:
     project = s.project if s.args.project else _project(payload, s.project)
     request = translate(agent, kind, payload, project)
     request.project_explicit = bool(s.args.project)
+    request.session_over = event == "SessionEnd"  # a Stop ends only a turn
     budget = deadline - time.monotonic()
     if budget <= 0:
         return b""

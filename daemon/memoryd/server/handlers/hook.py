@@ -27,6 +27,7 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
         query=req.prompt,
         remaining_context=req.remaining_context,
         files=req.files,
+        session=req.session_id,  # its working memory is in every payload of the session
     )
     match req.event:
         case "session_end":
@@ -35,6 +36,8 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
                 if ctx.capture
                 else False
             )
+            if req.session_over and req.session_id:
+                project.release(req.session_id, "session_end")
             return p.HookResult(finalized=done)
         case "pre_compact":
             payload = ctx.recall.inject(project, inject_req, always_only=True)
