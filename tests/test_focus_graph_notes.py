@@ -7,13 +7,18 @@ made and read back as a neighbourhood; notes are kept until done. Each change is
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import msgspec
+import pytest
 from mcp import Client as McpClient
 
 from conftest import Daemon, Env, memctl, ok_json, until
 from memctl import protocol
 from memctl.transport import Client
+from memoryd.core.errors import Conflict, TooLarge
+from memoryd.core.graph import plan_focus, walk
 from test_mcp import error_text, structured, with_server
 
 DEPLOY = "The deploy script lives in tools/deploy.sh and needs the VPN"
@@ -338,3 +343,45 @@ def test_mcp_focus_without_a_known_session_is_a_tool_error(env: Env, daemon: Dae
     assert "needs the session" in error_text(unknown)
     assert "needs the session" in error_text(release)  # never every session's by accident
     assert named["session"] == "named" and DEPLOY in _prompt(env, "named")
+
+
+# --------------------------------------------------------------------------- the pure rules
+
+
+def _edges(pairs: list[tuple[str, str]]) -> Callable[[list[str]], list[protocol.Edge]]:
+    edges = [protocol.Edge(source=a, target=b, relation="enables", created_at=0) for a, b in pairs]
+    return lambda ids: [e for e in edges if e.source in ids or e.target in ids]
+
+
+def test_the_walk_goes_both_ways_by_depth_and_stops_at_the_node_cap() -> None:
+    chain = _edges([("a", "b"), ("c", "b"), ("c", "d"), ("x", "y")])
+    distance, edges, cut = walk("a", 2, chain)
+    assert distance == {"a": 0, "b": 1, "c": 2} and not cut
+    assert [(e.source, e.target) for e in edges] == [("a", "b"), ("c", "b")]
+    assert walk("a", 5, chain)[0] == {"a": 0, "b": 1, "c": 2, "d": 3}  # never into x-y
+    star = _edges([("hub", f"n{i}") for i in range(10)])
+    distance, edges, cut = walk("hub", 1, star, max_nodes=4)
+    assert len(distance) == 4 and cut and len(edges) == 3  # only edges among the nodes shown
+
+
+def test_focus_rules() -> None:
+    from memoryd.core.entries import new_entry
+
+    def entry(i: int, archived: bool = False) -> protocol.Entry:
+        made = new_entry(
+            entry_id=f"{i:032x}",
+            content=f"fact {i}",
+            category="decision",
+            status="confirmed",
+            now=1.0,
+            source=protocol.Source(kind="user"),
+        )
+        return msgspec.structs.replace(made, archived=archived, archived_reason="user")
+
+    planned = plan_focus("s", [entry(1).id], [entry(2), entry(1), entry(2)], 5.0)
+    assert planned is not None and planned.ids == (entry(2).id,)  # once, held ones left out
+    assert plan_focus("s", [entry(1).id], [entry(1)], 5.0) is None
+    with pytest.raises(Conflict, match="archived"):
+        plan_focus("s", [], [entry(3, archived=True)], 5.0)
+    with pytest.raises(TooLarge, match="at most 20"):
+        plan_focus("s", [entry(i).id for i in range(20)], [entry(99)], 5.0)

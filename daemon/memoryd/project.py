@@ -436,10 +436,10 @@ class ProjectMemory:
         memory."""
         entries = [self._one_target(t) for t in targets]
         now = self._clock()
-        self._session_seen[session_id] = now
         event = plan_focus(session_id, self.store.working_memory(session_id), entries, now)
         if event is not None:
             self.commit(event)
+        self._session_seen[session_id] = now
         added = list(event.ids) if event else []
         return p.FocusResult(
             session=session_id, ids=self.store.working_memory(session_id), added=added
@@ -456,15 +456,17 @@ class ProjectMemory:
                     session_ids=sessions, reason=reason, released_at=self._clock()
                 )
             )
+        for session in sessions:
+            self._session_seen.pop(session, None)
         return p.ReleaseResult(sessions=list(sessions), released=released)
 
     def working_memory(self, session_id: str) -> list[p.Entry]:
         """The session's focused entries that are still active, in focus order. Asked on every
         prompt of the session, so asking is the session's sign of life."""
-        self._session_seen[session_id] = self._clock()
         ids = self.store.working_memory(session_id)
         if not ids:
             return []
+        self._session_seen[session_id] = self._clock()  # kept for sessions with focus only
         held = self.store.get_many(ids)
         return [held[i] for i in ids if i in held and not held[i].archived]
 
@@ -480,7 +482,6 @@ class ProjectMemory:
         ]
         for session in quiet:
             self.release(session, "idle")
-            self._session_seen.pop(session, None)
         return quiet
 
     # ------------------------------------------------------------------ graph and notes (SPEC §9)
