@@ -124,10 +124,10 @@ class Recall:
         tier; ``always_only`` keeps just that tier (what must survive a compaction)."""
         started = time.perf_counter()
         always = self._always(project, req.session)
-        pinned_ids = {e.id for e in always}
+        always_ids = {e.id for e in always}
         items: dict[str, list[Item]] = {"always": [_item(e) for e in always]}
         if not always_only:
-            relevant = self._relevant(project, req, exclude=pinned_ids)
+            relevant = self._relevant(project, req, exclude=always_ids)
             items["retrieval"] = [_item(e) for e in relevant]
             items["session"] = self._session_items(
                 project, [*session_ids, *([req.session] if req.session else [])]
