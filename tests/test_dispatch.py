@@ -172,5 +172,11 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "review_accept",
         "review_reject",
         "review_edit",
+        "focus",
+        "release",
+        "connect",
+        "graph",  # beyond the SPEC list: reading the edges table (issue 9)
+        "note",
+        "notes",
     }
     assert set(tags) == spec_ops

@@ -25,6 +25,9 @@ SEED_001 = {
     "memory_supersede",
     "memory_archive",
     "memory_compact",
+    "memory_focus",
+    "memory_release",
+    "memory_connect",
 }
 SEED_000 = {
     "initialize_memory_bank",

@@ -24,6 +24,7 @@ from memoryd.core.events import (
     CompactionApplied,
     ConflictDetected,
     ConflictResolved,
+    EdgeAdded,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -39,6 +40,8 @@ from memoryd.core.events import (
     Episode,
     FindingsDropped,
     FindingsRecorded,
+    NoteAdded,
+    NotesDone,
     QuarantineReviewed,
     ReviewAccepted,
     ReviewRejected,
@@ -46,6 +49,8 @@ from memoryd.core.events import (
     SessionInfo,
     SettingChanged,
 )
+from memoryd.core.events import WorkingMemoryFocused as Focused
+from memoryd.core.events import WorkingMemoryReleased as Released
 from memoryd.store.base import SessionRecord, Store, StoreConflict, StoreCorrupt
 from memoryd.store.memory import MemoryStore
 from memoryd.store.migrations import SCHEMA_VERSION, SchemaTooNew
@@ -593,6 +598,7 @@ def test_migrations_create_every_table(tmp_path: Path) -> None:
         "aliases",
         "notes",
         "settings",
+        "working_memory",
         "changes",
         "meta",
     } <= tables
@@ -776,3 +782,72 @@ def test_review_reject_archives_and_settles_the_text_everywhere(store) -> None:
     assert store.settled_findings([one.id, two.id]) == {one.id, two.id}
     assert [f.content for f in store.awaiting_review(10)] == ["beta"]
     assert [f.content for f in store.unpromoted_findings(["s1", "s2"], 10)] == ["beta"]
+
+
+# --------------------------------------------------------------------------- graph, focus, notes
+
+
+def test_edges_by_either_end_each_once_in_order(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(1, 5))), 1)
+    a, b, c, d = (_e(i).id for i in range(1, 5))
+    assert (
+        store.apply(EdgeAdded(source_id=b, target_id=a, relation="enables", created_at=2), 2) == []
+    )
+    store.apply(EdgeAdded(source_id=a, target_id=c, relation="depends_on", created_at=3), 3)
+    store.apply(
+        EdgeAdded(source_id=a, target_id=c, relation="depends_on", created_at=9), 4
+    )  # again
+    store.apply(ConflictDetected(c, d, "contradictory", 5.0), 5)  # a contradicts edge too
+    got = [(e.source, e.target, e.relation, e.created_at) for e in store.edges([a])]
+    assert got == [(a, c, "depends_on", 3.0), (b, a, "enables", 2.0)]
+    assert [(e.source, e.relation) for e in store.edges([a, c])] == [
+        (a, "depends_on"),
+        (b, "enables"),
+        (c, "contradicts"),
+    ]
+    assert store.edges([]) == [] and store.edges(["nothing"]) == []
+    store.apply(EntriesForgotten((c,)), 6)  # an entry's edges go with it
+    assert [e.target for e in store.edges([a, d])] == [a]
+
+
+def test_working_memory_per_session(store) -> None:
+    store.apply(EntriesImported(tuple(_e(i) for i in range(1, 5))), 1)
+    one, two, three, four = (_e(i).id for i in range(1, 5))
+    store.apply(Focused(session_id="s1", ids=(three, one), focused_at=10.0), 2)
+    store.apply(Focused(session_id="s1", ids=(two, one), focused_at=20.0), 3)  # one: held already
+    store.apply(Focused(session_id="s2", ids=(four,), focused_at=15.0), 4)
+    assert store.working_memory("s1") == [one, three, two]  # focus time, then id
+    assert store.working_memory("s2") == [four] and store.working_memory("s3") == []
+    assert store.working_memory_sessions() == {"s1": 20.0, "s2": 15.0}
+    store.apply(EntriesForgotten((three,)), 5)  # a deleted entry leaves every working memory
+    assert store.working_memory("s1") == [one, two]
+    store.apply(Released(session_ids=("s1",), reason="user", released_at=30.0), 6)
+    assert store.working_memory("s1") == [] and store.working_memory("s2") == [four]
+    store.apply(Released(session_ids=("s1", "s2"), reason="idle", released_at=40.0), 7)
+    assert store.working_memory_sessions() == {}
+
+
+def test_notes_pending_until_done(store) -> None:
+    assert store.notes() == []
+    store.apply(NoteAdded(id="n2", content="check the flaky test", created_at=5.0), 1)
+    store.apply(NoteAdded(id="n1", content="ask about the cache", created_at=5.0), 2)
+    store.apply(NoteAdded(id="n3", content="rename the module", created_at=1.0), 3)
+    store.apply(NoteAdded(id="n3", content="rename the module", created_at=1.0), 4)  # replayed
+    assert [n.id for n in store.notes()] == ["n3", "n1", "n2"]  # oldest first, then by id
+    assert store.notes()[1].content == "ask about the cache"
+    store.apply(NotesDone(ids=("n1", "n3"), done_at=9.0), 5)
+    assert [n.id for n in store.notes()] == ["n2"]
+
+
+def test_graph_focus_and_notes_survive_backup(store, backend: Backend, tmp_path: Path) -> None:
+    store.apply(EntriesImported((_e(1), _e(2))), 1)
+    store.apply(
+        EdgeAdded(source_id=_e(1).id, target_id=_e(2).id, relation="enables", created_at=2), 2
+    )
+    store.apply(Focused(session_id="s1", ids=(_e(2).id,), focused_at=3.0), 3)
+    store.apply(NoteAdded(id="n1", content="a note", created_at=4.0), 4)
+    store.backup(tmp_path / "copy")
+    copy = backend.open_backup(tmp_path / "copy")
+    assert copy.edges([_e(1).id]) == store.edges([_e(1).id])
+    assert copy.working_memory("s1") == [_e(2).id] and copy.notes() == store.notes()
+    copy.close()

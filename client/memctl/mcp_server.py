@@ -14,6 +14,7 @@ loads it, never the hook or another command.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
@@ -26,6 +27,7 @@ from pydantic import Field
 from memctl import __version__, mcp_resources, protocol
 from memctl.cli import BULK_BUDGET_S, Failed, Session
 from memctl.commands import help_of
+from memctl.commands.memory import SESSION_ENV
 
 INSTRUCTIONS = """\
 memoryd keeps this project's memory across sessions and agents. Before changing code, call \
@@ -51,6 +53,15 @@ BankText = Annotated[str, Field(max_length=512 * 1024, description="markdown tex
 ReviewIds = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=64)]],
     Field(min_length=1, max_length=1000, description="ids (or unique prefixes) from memory_review"),
+]
+
+SessionArg = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=256,
+        description=f"the agent session; default: the one this server runs in (${SESSION_ENV})",
+    ),
 ]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -174,6 +185,37 @@ class MemoryTools:
         text contains the query: what earlier sessions did."""
         return await self._send(protocol.Episodes(query=query, limit=limit))
 
+    async def memory_focus(
+        self,
+        ids: Annotated[
+            list[str],
+            Field(min_length=1, max_length=50, description="the facts' ids (or a keyword each)"),
+        ],
+        session: SessionArg = None,
+    ) -> dict[str, Any]:
+        """Pin facts to this session's working memory: they are injected on every prompt of the
+        session and again after the context is compacted, until memory_release or the end of
+        the session. For the few facts the current task hinges on (at most 20)."""
+        request = protocol.Focus(session=_session(session, "memory_focus"), targets=ids)
+        return await self._send(request)
+
+    async def memory_release(self, session: SessionArg = None) -> dict[str, Any]:
+        """Clear this session's working memory (the facts memory_focus pinned); the facts stay
+        in memory."""
+        return await self._send(protocol.Release(session=_session(session, "memory_release")))
+
+    async def memory_connect(
+        self,
+        source: Annotated[str, Field(min_length=1, max_length=512, description="a fact's id")],
+        target: Annotated[str, Field(min_length=1, max_length=512, description="a fact's id")],
+        relation: protocol.Relation,
+    ) -> dict[str, Any]:
+        """Record how two facts relate, as a typed edge of the knowledge graph: source
+        depends_on, enables, replaces, motivated_by or contradicts target. Both must exist; an
+        edge is recorded once."""
+        request = protocol.Connect(source=source, target=target, relation=relation)
+        return await self._send(request)
+
     async def memory_ingest_lifecycle(self) -> dict[str, Any]:
         return await self._send(protocol.IngestLifecycle(), BULK_BUDGET_S)
 
@@ -257,6 +299,16 @@ class MemoryTools:
         return await self._send(protocol.ReviewReject(ids=ids, reason=reason))
 
 
+def _session(given: str | None, tool: str) -> str:
+    """The session a working-memory tool acts on: the one named, or the one Claude Code says
+    this server runs in. Other clients say neither, and a guess would fill another session's
+    working memory."""
+    session = given or os.environ.get(SESSION_ENV)
+    if not session:
+        raise ToolError(f"{tool} needs the session: pass `session` (${SESSION_ENV} is not set)")
+    return session
+
+
 # name → (the request type whose docstring describes it when the tool has none, its hints)
 TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
     "memory_recall": (protocol.Search, READ_ONLY),
@@ -268,6 +320,9 @@ TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
     "memory_compact": (protocol.Compact, REPLACING),
     "memory_episodes": (protocol.Episodes, READ_ONLY),
     "memory_ingest_lifecycle": (protocol.IngestLifecycle, ADDITIVE),
+    "memory_focus": (protocol.Focus, ADDITIVE),
+    "memory_release": (protocol.Release, REPLACING),
+    "memory_connect": (protocol.Connect, ADDITIVE),
     "initialize_memory_bank": (protocol.BankInit, ADDITIVE),
     "list_projects": (protocol.Projects, READ_ONLY),
     "memory_bank_read": (protocol.BankRead, READ_ONLY),

@@ -1094,6 +1094,125 @@ class ReviewEdit(Request[ReviewDecisionResult], tag="review_edit"):
     content: Annotated[str, msgspec.Meta(max_length=65_536)]
 
 
+# --------------------------------------------------------------------------- seed 001's model
+# Working memory, the knowledge graph and notes (SPEC §9): results and requests in one block.
+
+Relation = Literal["depends_on", "enables", "replaces", "motivated_by", "contradicts"]
+EntryRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # an id or a keyword
+SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class FocusResult(msgspec.Struct, kw_only=True):
+    """The session's working memory after the change, in focus order; ``added`` the ids this
+    request put there (the others were in focus already)."""
+
+    session: str
+    ids: list[str]
+    added: list[str]
+
+
+class ReleaseResult(msgspec.Struct, kw_only=True):
+    sessions: list[str]  # the sessions whose working memory was cleared
+    released: int  # entries let go, over those sessions
+
+
+class Edge(msgspec.Struct, frozen=True, kw_only=True):
+    """A typed link of the knowledge graph (SPEC §2): ``source`` relation ``target``."""
+
+    source: str
+    target: str
+    relation: Relation
+    created_at: float
+
+
+class GraphNode(msgspec.Struct, kw_only=True):
+    """An entry of a neighbourhood and its distance in edges from the entry asked about."""
+
+    id: str
+    content: str
+    category: Category
+    status: Status
+    archived: bool
+    depth: int
+
+
+class GraphResult(msgspec.Struct, kw_only=True):
+    """The entries within ``depth`` edges of one entry and the edges among them; ``truncated``
+    when the neighbourhood had more nodes than one answer shows."""
+
+    nodes: list[GraphNode]
+    edges: list[Edge]
+    truncated: bool = False
+
+
+class Note(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    content: str
+    created_at: float
+
+
+class NotesResult(msgspec.Struct, kw_only=True):
+    notes: list[Note]  # the pending notes, oldest first
+    done: list[str] = []  # the ids this request marked done
+
+
+class Focus(Request[FocusResult], tag="focus"):
+    """Put entries (by id or keyword) in a session's working memory: injected on every prompt of
+    that session and again after a compaction, until released or the session ends."""
+
+    mutates = True
+
+    session: SessionId
+    targets: Annotated[list[EntryRef], msgspec.Meta(min_length=1, max_length=50)]
+
+
+class Release(Request[ReleaseResult], tag="release"):
+    """Clear a session's working memory (without a session: every session's in this project)."""
+
+    mutates = True
+
+    session: SessionId | None = None
+
+
+class Connect(Request[Edge], tag="connect"):
+    """Link two entries (by id or keyword) in the knowledge graph: SOURCE depends_on, enables,
+    replaces, motivated_by or contradicts TARGET."""
+
+    mutates = True
+
+    source: EntryRef
+    target: EntryRef
+    relation: Relation
+
+
+class Graph(Request[GraphResult], tag="graph"):
+    """Show an entry's neighbourhood in the knowledge graph: the entries within DEPTH edges of
+    it (either direction) and the edges among them."""
+
+    target: EntryRef
+    depth: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+
+
+class NoteAdd(Request[Note], tag="note"):
+    """Keep a quick note for later (seed 001 /note): kept across sessions until marked done,
+    never injected."""
+
+    mutates = True
+
+    content: Annotated[str, msgspec.Meta(min_length=1, max_length=65_536)]
+
+
+class Notes(Request[NotesResult], tag="notes"):
+    """List the pending notes, oldest first; with --done ID… mark those done first."""
+
+    mutates = True  # with --done
+
+    done: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
+        msgspec.Meta(max_length=1000),
+    ] = []
+
+
 def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any]], ...]:
     """Every concrete request type: each subclass that declares an ``op`` tag."""
     found: list[type[Request[Any]]] = []

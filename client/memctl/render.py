@@ -95,6 +95,53 @@ def resolved(r: p.ResolveResult) -> str:
     return f"{r.id}: kept {_short(r.kept)}, {_short(r.superseded)} superseded (archived)"
 
 
+def focused(r: p.FocusResult) -> str:
+    head = f"session {r.session}: {len(r.ids)} in working memory"
+    added = f" ({len(r.added)} added)" if r.added else " (nothing new)"
+    return head + added + ("\n" + ", ".join(_short(i) for i in r.ids) if r.ids else "")
+
+
+def released(r: p.ReleaseResult) -> str:
+    if not r.sessions:
+        return "no working memory to release"
+    return f"released {r.released} entries of {len(r.sessions)} session(s): " + ", ".join(
+        r.sessions
+    )
+
+
+def connected(r: p.Edge) -> str:
+    return f"{_short(r.source)} {r.relation} {_short(r.target)}"
+
+
+def graph(r: p.GraphResult) -> str:
+    rows = [["ID", "DEPTH", "KIND", "CONTENT"]]
+    rows += [
+        [
+            _short(n.id),
+            str(n.depth),
+            f"{n.category}/{'archived' if n.archived else n.status}",
+            n.content,
+        ]
+        for n in r.nodes
+    ]
+    edges = [f"  {_short(e.source)} {e.relation} {_short(e.target)}" for e in r.edges]
+    more = "\n… more nodes than one answer shows" if r.truncated else ""
+    return table(rows) + ("\nedges:\n" + "\n".join(edges) if edges else "\nno edges") + more
+
+
+def noted(r: p.Note) -> str:
+    return f"noted {_short(r.id)}"
+
+
+def notes(r: p.NotesResult) -> str:
+    done = f"done: {', '.join(_short(i) for i in r.done)}\n" if r.done else ""
+    if not r.notes:
+        return done + "no pending notes"
+    rows = [["ID", "ADDED", "NOTE"]]
+    rows += [[_short(n.id), ago(n.created_at), n.content] for n in r.notes]
+    return done + table(rows)
+
+
 def remembered(r: p.RememberResult) -> str:
     verb = "already remembered" if r.duplicate else "remembered"
     return f"{verb} {_short(r.id)} ({r.status})"

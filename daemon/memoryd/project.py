@@ -48,13 +48,18 @@ from memoryd.core.events import (
     EntryUnarchived,
     Episode,
     Event,
+    NoteAdded,
+    NotesDone,
     QuarantineReviewed,
+    ReleaseReason,
     SettingChanged,
+    WorkingMemoryReleased,
     plan_import,
     plan_pin,
     plan_remember,
     plan_unpin,
 )
+from memoryd.core.graph import plan_connect, plan_focus, walk
 from memoryd.core.projects import slug as project_slug
 from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.redaction import redact
@@ -128,6 +133,11 @@ class ProjectMemory:
         self._accesses: dict[str, tuple[int, float]] = {}
         self.accesses_since_compaction = 0  # entries injected since the last run began
         self.compacted_at = self.last_compacted_at()  # when the last run ended (status)
+        # When each session last showed a sign of life (a prompt, a compaction, a focus): its
+        # working memory expires after a quiet spell. Not kept across restarts: a restart
+        # counts as a sign of life of every session, so it never expires one early.
+        self._session_seen: dict[str, float] = {}
+        self._opened_at = clock()
 
     # ------------------------------------------------------------------ recovery
 
@@ -427,6 +437,116 @@ class ProjectMemory:
         )
         other = None if kept is None else (c.b.id if kept == c.a.id else c.a.id)
         return p.ResolveResult(id=c.id, kept=kept, superseded=other)
+
+    # ------------------------------------------------------------------ working memory (design §9)
+
+    def focus(self, session_id: str, targets: Sequence[str]) -> p.FocusResult:
+        """Add entries (ids or keywords, each naming one active entry) to a session's working
+        memory."""
+        entries = [self._one_target(t) for t in targets]
+        now = self._clock()
+        event = plan_focus(session_id, self.store.working_memory(session_id), entries, now)
+        if event is not None:
+            self.commit(event)
+        self._session_seen[session_id] = now
+        added = list(event.ids) if event else []
+        return p.FocusResult(
+            session=session_id, ids=self.store.working_memory(session_id), added=added
+        )
+
+    def release(self, session_id: str | None, reason: ReleaseReason = "user") -> p.ReleaseResult:
+        """Clear one session's working memory, or every session's (``session_id`` None)."""
+        held = self.store.working_memory_sessions()
+        sessions = tuple(sorted(held if session_id is None else {session_id} & held.keys()))
+        released = sum(len(self.store.working_memory(s)) for s in sessions)
+        if sessions:
+            self.commit(
+                WorkingMemoryReleased(
+                    session_ids=sessions, reason=reason, released_at=self._clock()
+                )
+            )
+        for session in sessions:
+            self._session_seen.pop(session, None)
+        return p.ReleaseResult(sessions=list(sessions), released=released)
+
+    def working_memory(self, session_id: str) -> list[p.Entry]:
+        """The session's focused entries that are still active, in focus order. Asked on every
+        prompt of the session, so asking is the session's sign of life."""
+        ids = self.store.working_memory(session_id)
+        if not ids:
+            return []
+        self._session_seen[session_id] = self._clock()  # kept for sessions with focus only
+        held = self.store.get_many(ids)
+        return [held[i] for i in ids if i in held and not held[i].archived]
+
+    def expire_working_memory(self, idle_s: float) -> list[str]:
+        """Release the working memory of sessions quiet for ``idle_s`` (design §9: it expires with
+        the session; a session is over when it goes quiet, as capture finalizes it)."""
+        now = self._clock()
+        quiet = [
+            session
+            for session, focused_at in self.store.working_memory_sessions().items()
+            if now - max(focused_at, self._opened_at, self._session_seen.get(session, 0.0))
+            >= idle_s
+        ]
+        for session in quiet:
+            self.release(session, "idle")
+        return quiet
+
+    # ------------------------------------------------------------------ graph and notes (design §9)
+
+    def connect(self, source: str, target: str, relation: p.Relation) -> p.Edge:
+        """A typed edge between two entries (ids or keywords, each naming one entry)."""
+        a, b = self._one_target(source), self._one_target(target)
+        event = plan_connect(a, b, relation, self.store.edges([a.id]), self._clock())
+        self.commit(event)
+        return p.Edge(source=a.id, target=b.id, relation=relation, created_at=event.created_at)
+
+    def graph(self, target: str, depth: int) -> p.GraphResult:
+        """The entries within ``depth`` edges of one entry, and the edges among them."""
+        start = self._one_target(target)
+        distance, edges, truncated = walk(start.id, depth, self.store.edges)
+        held = self.store.get_many(list(distance))
+        nodes = [
+            p.GraphNode(
+                id=e.id,
+                content=e.content,
+                category=e.category,
+                status=e.status,
+                archived=e.archived,
+                depth=distance[e.id],
+            )
+            for e in sorted(held.values(), key=lambda e: (distance[e.id], e.id))
+        ]
+        return p.GraphResult(nodes=nodes, edges=edges, truncated=truncated)
+
+    def add_note(self, content: str) -> p.Note:
+        """Keep a quick note (redacted, like everything memory keeps)."""
+        note = p.Note(
+            id=self._new_id(),
+            content=core_entries.clean_content(redact(content).text),
+            created_at=self._clock(),
+        )
+        self.commit(NoteAdded(id=note.id, content=note.content, created_at=note.created_at))
+        return note
+
+    def notes(self, done: Sequence[str] = ()) -> p.NotesResult:
+        """The pending notes, after marking those ``done`` names (ids or unique id prefixes)."""
+        pending = self.store.notes()
+        finished: list[str] = []
+        for wanted in done:
+            key = wanted.strip().lower()
+            found = [n.id for n in pending if n.id == key or n.id.startswith(key)]
+            if not found or not key:
+                raise EntryNotFound(f"no pending note {wanted!r} (see memctl notes)")
+            if len(found) > 1:
+                raise Ambiguous(f"{len(found)} pending notes start with {wanted!r}")
+            finished.append(found[0])
+        ids = tuple(dict.fromkeys(finished))
+        if ids:
+            self.commit(NotesDone(ids=ids, done_at=self._clock()))
+            pending = self.store.notes()
+        return p.NotesResult(notes=pending, done=list(ids))
 
     # ------------------------------------------------------------------ compaction (design §8)
 

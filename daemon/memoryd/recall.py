@@ -122,23 +122,23 @@ class Recall:
         extra: Mapping[str, Sequence[Item]] | None = None,
     ) -> p.InjectResult:
         """The payload for ``req``. ``session_ids`` are the sessions whose unpromoted findings
-        make the session bridge tier; ``always_only`` keeps just the always-inject tier (what
-        must survive a compaction); ``leave_out``: entries the payload must not carry (what
-        the prompt itself just asked to remember: the agent has it in front of it); ``extra``
-        the items of the extra tiers (instruction files, the memory bank:
-        ``budget.EXTRA_TIERS``), budgeted with the rest."""
+        make the session bridge tier; ``req.session``'s working memory joins the always-inject
+        tier; ``always_only`` keeps just that tier (what must survive a compaction);
+        ``leave_out``: entries the payload must not carry (what the prompt itself just asked to
+        remember: the agent has it in front of it); ``extra`` the items of the extra tiers
+        (instruction files, the memory bank: ``budget.EXTRA_TIERS``), budgeted with the rest."""
         started = time.perf_counter()
-        pinned = [e for e in project.pinned(self.config.max_pinned) if e.id not in leave_out]
-        pinned_ids = {e.id for e in pinned}
-        items: dict[str, list[Item]] = {"always": [_item(e) for e in pinned]}
+        always = [e for e in self._always(project, req.session) if e.id not in leave_out]
+        always_ids = {e.id for e in always}
+        items: dict[str, list[Item]] = {"always": [_item(e) for e in always]}
         if not always_only:
-            relevant = self._relevant(project, req, exclude=pinned_ids | leave_out)
+            relevant = self._relevant(project, req, exclude=always_ids | leave_out)
             items["retrieval"] = [_item(e) for e in relevant]
             items["session"] = self._session_items(
                 project, [*session_ids, *([req.session] if req.session else [])]
             )
             items["summaries"] = [_episode_item(ep) for ep in project.episodes(SUMMARY_EPISODES)]
-            self._attach_conflicts(project, pinned, relevant, items)
+            self._attach_conflicts(project, always, relevant, items)
             items.update({tier: list(found) for tier, found in (extra or {}).items() if found})
         ceiling = project.budget_ceiling(self.default_ceiling)
         total = budget.total_budget(ceiling, req.remaining_context)
@@ -150,6 +150,14 @@ class Recall:
             tokens=p.TokenInfo(total=payload.tokens, budget=payload.budget, tiers=payload.tiers),
             entries=payload.ids,
         )
+
+    def _always(self, project: ProjectMemory, session: str | None) -> list[p.Entry]:
+        """The always-inject tier: the session's working memory (what its agent asked to keep in
+        view: small, and for this session only), then the project's pinned entries."""
+        focused = project.working_memory(session) if session else []
+        shown = {e.id for e in focused}
+        pinned = project.pinned(self.config.max_pinned)
+        return [*focused, *(e for e in pinned if e.id not in shown)]
 
     def _session_items(self, project: ProjectMemory, session_ids: list[str]) -> list[Item]:
         found = project.unpromoted_findings(list(dict.fromkeys(session_ids)), SESSION_FINDINGS)

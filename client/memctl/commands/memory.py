@@ -1,8 +1,9 @@
 """Commands on project memory: entries, search, the payload, aliases, learning settings,
-episodes, import and export."""
+episodes, import and export, working memory, the graph and notes."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from typing import get_args
@@ -81,6 +82,29 @@ def register(c: Commands) -> None:
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--keep", metavar="ID", help="keep this entry; the other is superseded")
     how.add_argument("--both", action="store_true", help="keep both: it is not a conflict")
+    _register_seed001(c)
+
+
+def _register_seed001(c: Commands) -> None:
+    """Working memory, the graph and notes (SPEC §9)."""
+    session_help = f"the agent session (default: ${SESSION_ENV}, set by Claude Code)"
+    p = c.add("focus", cmd_focus, protocol.Focus)
+    p.add_argument("targets", nargs="+", metavar="ID|KEYWORD")
+    p.add_argument("--session", help=session_help)
+    p = c.add("release", cmd_release, protocol.Release)
+    p.add_argument("--session", help=session_help + "; with neither, every session's")
+    p = c.add("connect", cmd_connect, protocol.Connect)
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("target", metavar="DST")
+    p.add_argument("--relation", required=True, choices=list(get_args(protocol.Relation)))
+    p = c.add("graph", cmd_graph, protocol.Graph)
+    p.add_argument("target", metavar="ID|KEYWORD")
+    p.add_argument("--depth", type=int, default=1, help="edges away from the entry (1-5)")
+    c.add("note", cmd_note, protocol.NoteAdd).add_argument(
+        "text", help="the note ('-' reads stdin)"
+    )
+    p = c.add("notes", cmd_notes, protocol.Notes)
+    p.add_argument("--done", nargs="+", default=[], metavar="ID", help="mark these notes done")
 
 
 def cmd_remember(s: Session) -> None:
@@ -255,3 +279,41 @@ def cmd_conflicts(s: Session) -> None:
 def cmd_resolve(s: Session) -> None:
     request = protocol.Resolve(conflict=s.args.conflict, keep=s.args.keep)
     s.emit(s.call(request), render.resolved)
+
+
+# Claude Code gives its Bash tool (and MCP servers) the session id its hooks receive.
+SESSION_ENV = "CLAUDE_CODE_SESSION_ID"
+
+
+def _session(given: str | None) -> str | None:
+    return given or os.environ.get(SESSION_ENV) or None
+
+
+def cmd_focus(s: Session) -> None:
+    session = _session(s.args.session)
+    if session is None:
+        raise Failed(f"focus needs --session (or ${SESSION_ENV})", EXIT_USAGE)
+    s.emit(s.call(protocol.Focus(session=session, targets=s.args.targets)), render.focused)
+
+
+def cmd_release(s: Session) -> None:
+    s.emit(s.call(protocol.Release(session=_session(s.args.session))), render.released)
+
+
+def cmd_connect(s: Session) -> None:
+    a = s.args
+    request = protocol.Connect(source=a.source, target=a.target, relation=a.relation)
+    s.emit(s.call(request), render.connected)
+
+
+def cmd_graph(s: Session) -> None:
+    s.emit(s.call(protocol.Graph(target=s.args.target, depth=s.args.depth)), render.graph)
+
+
+def cmd_note(s: Session) -> None:
+    text = sys.stdin.read() if s.args.text == "-" else s.args.text
+    s.emit(s.call(protocol.NoteAdd(content=text)), render.noted)
+
+
+def cmd_notes(s: Session) -> None:
+    s.emit(s.call(protocol.Notes(done=s.args.done)), render.notes)

@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-from memctl.protocol import ArchivedReason, Category, Entry, Status
+from memctl.protocol import ArchivedReason, Category, Entry, Relation, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import PromotionDecision, QuarantineOutcome
 
@@ -280,6 +280,50 @@ class ReviewRejected(msgspec.Struct, tag="review_rejected", frozen=True, kw_only
     rejected_at: float
 
 
+class WorkingMemoryFocused(msgspec.Struct, tag="working_memory_focused", frozen=True, kw_only=True):
+    """Entries joined a session's working memory (SPEC §9), after those already in it."""
+
+    session_id: str
+    ids: tuple[str, ...]
+    focused_at: float
+
+
+ReleaseReason = Literal["user", "session_end", "idle"]
+
+
+class WorkingMemoryReleased(
+    msgspec.Struct, tag="working_memory_released", frozen=True, kw_only=True
+):
+    """These sessions' working memory was cleared: by a user or agent (``user``), because the
+    agent ended the session (``session_end``), or because it went quiet (``idle``)."""
+
+    session_ids: tuple[str, ...]
+    reason: ReleaseReason
+    released_at: float
+
+
+class EdgeAdded(msgspec.Struct, tag="edge_added", frozen=True, kw_only=True):
+    """A typed link between two entries, made by hand (``memctl connect``, ``memory_connect``)."""
+
+    source_id: str
+    target_id: str
+    relation: Relation
+    created_at: float
+
+
+class NoteAdded(msgspec.Struct, tag="note_added", frozen=True, kw_only=True):
+    id: str
+    content: str
+    created_at: float
+
+
+class NotesDone(msgspec.Struct, tag="notes_done", frozen=True, kw_only=True):
+    """Notes marked done: they leave the pending list (their text stays in this log)."""
+
+    ids: tuple[str, ...]
+    done_at: float
+
+
 Event = (
     EntryAdded
     | EntryReinforced
@@ -307,6 +351,11 @@ Event = (
     | ConflictResolved
     | ReviewAccepted
     | ReviewRejected
+    | WorkingMemoryFocused
+    | WorkingMemoryReleased
+    | EdgeAdded
+    | NoteAdded
+    | NotesDone
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1

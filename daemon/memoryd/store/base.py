@@ -21,7 +21,7 @@ from typing import Protocol
 
 import msgspec
 
-from memctl.protocol import Category, Entry, EntryCounts, Status
+from memctl.protocol import Category, Edge, Entry, EntryCounts, Note, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import Episode, Event
 
@@ -155,6 +155,26 @@ class Store(Protocol):
     def open_conflicts(self) -> list[tuple[str, str, str, float]]:
         """Unresolved conflicts between two active entries, as (entry_a, entry_b,
         conflict_type, detected_at), in the order they were detected."""
+        ...
+
+    # ------------------------------------------------------------------ graph, focus, notes
+
+    def edges(self, ids: Sequence[str]) -> list[Edge]:
+        """The edges with either end in ``ids``, each once, ordered by (source, target,
+        relation). Edges go with their entries: deleting an entry deletes its edges."""
+        ...
+
+    def working_memory(self, session_id: str) -> list[str]:
+        """The ids in a session's working memory, in the order they were focused (then by id).
+        Deleting an entry takes it out of every session's working memory."""
+        ...
+
+    def working_memory_sessions(self) -> dict[str, float]:
+        """Every session with working memory → when an entry last joined it."""
+        ...
+
+    def notes(self) -> list[Note]:
+        """The pending notes (not marked done), oldest first, then by id."""
         ...
 
     # ------------------------------------------------------------------ change log

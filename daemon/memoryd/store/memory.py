@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from memctl.protocol import ArchivedReason, Category, Entry, EntryCounts, Status
+from memctl.protocol import ArchivedReason, Category, Edge, Entry, EntryCounts, Note, Status
 from memoryd.atomic import write_atomic
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import (
@@ -25,6 +25,7 @@ from memoryd.core.events import (
     CompactionEvent,
     ConflictDetected,
     ConflictResolved,
+    EdgeAdded,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -41,12 +42,16 @@ from memoryd.core.events import (
     Event,
     FindingsDropped,
     FindingsRecorded,
+    NoteAdded,
+    NotesDone,
     QuarantineReviewed,
     ReviewAccepted,
     ReviewRejected,
     SessionFinalized,
     SessionInfo,
     SettingChanged,
+    WorkingMemoryFocused,
+    WorkingMemoryReleased,
 )
 from memoryd.store.base import (
     FINDING_PREFIX,
@@ -88,6 +93,9 @@ class _Snapshot(msgspec.Struct, kw_only=True):
     sessions: list[SessionRecord]
     findings: list[_Finding]
     episodes: list[Episode]
+    # Absent from copies written before working memory and notes were kept.
+    working_memory: list[tuple[str, str, float]] = []
+    notes: list[Note] = []
 
 
 def _ascii_lower(text: str) -> str:
@@ -116,6 +124,9 @@ class MemoryStore:
         self._findings: dict[str, _Finding] = {}
         self._finding_by_key: dict[tuple[str, str], str] = {}  # (session, fingerprint) → id
         self._episodes: dict[str, Episode] = {}
+        # (session, entry) → focused_at; dicts keep insertion order, sorted where it is read.
+        self._focus: dict[tuple[str, str], float] = {}
+        self._notes: dict[str, Note] = {}
 
     @classmethod
     def open_backup(cls, path: Path) -> MemoryStore:
@@ -141,6 +152,8 @@ class MemoryStore:
             store._findings[f.id] = held
             store._finding_by_key[(f.session_id or "", f.fingerprint)] = f.id
         store._episodes = {e.id: e for e in snap.episodes}
+        store._focus = {(session, i): t for session, i, t in snap.working_memory}
+        store._notes = {n.id: n for n in snap.notes}
         return store
 
     # ------------------------------------------------------------------ writing
@@ -249,6 +262,24 @@ class MemoryStore:
                 self._archive(other, "superseded", t, superseded_by=kept)
                 self._edges.setdefault((kept, other, "replaces"), t)
                 return [other]
+            case WorkingMemoryFocused(session_id=session, ids=ids, focused_at=t):
+                for i in ids:
+                    self._focus.setdefault((session, i), t)
+                return []
+            case WorkingMemoryReleased(session_ids=sessions):
+                gone = set(sessions)
+                self._focus = {k: t for k, t in self._focus.items() if k[0] not in gone}
+                return []
+            case EdgeAdded(source_id=a, target_id=b, relation=rel, created_at=t):
+                self._edges.setdefault((a, b, rel), t)
+                return []
+            case NoteAdded(id=i, content=text, created_at=t):
+                self._notes.setdefault(i, Note(id=i, content=text, created_at=t))
+                return []
+            case NotesDone(ids=ids):
+                for i in ids:
+                    self._notes.pop(i, None)
+                return []
             case EntryUnarchived(id=i, updated_at=t):
                 held = self._entries.get(i)
                 if held is not None and held.archived:
@@ -380,6 +411,7 @@ class MemoryStore:
                 del self._active_by_fp[held.fingerprint]
         self._edges = {k: t for k, t in self._edges.items() if not gone & {k[0], k[1]}}
         self._conflicts = {k: c for k, c in self._conflicts.items() if not gone & set(k)}
+        self._focus = {k: t for k, t in self._focus.items() if k[1] not in gone}
 
     def _record_findings(self, info: SessionInfo, found: Sequence[SessionFinding]) -> None:
         # Checked first: a second finding of one fingerprint in a session is refused whole.
@@ -557,6 +589,29 @@ class MemoryStore:
         found.sort(key=lambda c: (c.detected_at, c.entry_a, c.entry_b))
         return [(c.entry_a, c.entry_b, c.conflict_type, c.detected_at) for c in found]
 
+    # ------------------------------------------------------------------ graph, focus, notes
+
+    def edges(self, ids: Sequence[str]) -> list[Edge]:
+        wanted = set(ids)
+        return [
+            Edge(source=a, target=b, relation=rel, created_at=t)  # type: ignore[arg-type]
+            for (a, b, rel), t in sorted(self._edges.items())
+            if a in wanted or b in wanted
+        ]
+
+    def working_memory(self, session_id: str) -> list[str]:
+        held = [(t, i) for (session, i), t in self._focus.items() if session == session_id]
+        return [i for _, i in sorted(held)]
+
+    def working_memory_sessions(self) -> dict[str, float]:
+        latest: dict[str, float] = {}
+        for (session, _), t in self._focus.items():
+            latest[session] = max(t, latest.get(session, t))
+        return latest
+
+    def notes(self) -> list[Note]:
+        return sorted(self._notes.values(), key=lambda n: (n.created_at, n.id))
+
     # ------------------------------------------------------------------ change log
 
     def change_seq(self) -> int:
@@ -686,6 +741,8 @@ class MemoryStore:
             sessions=list(self._sessions.values()),
             findings=list(self._findings.values()),
             episodes=list(self._episodes.values()),
+            working_memory=[(session, i, t) for (session, i), t in self._focus.items()],
+            notes=list(self._notes.values()),
         )
         write_atomic(target, msgspec.json.encode(snap), 0o600)
         return self._applied

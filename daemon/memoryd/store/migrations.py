@@ -120,7 +120,20 @@ _V5 = """
 ALTER TABLE findings ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# Working memory: each session's focused entries (SPEC §9). A graph walk reads edges by either
+# end; the primary key serves only the source.
+_V6 = """
+CREATE TABLE working_memory (
+    session_id TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    focused_at REAL NOT NULL,
+    PRIMARY KEY (session_id, entry_id)
+) WITHOUT ROWID;
+CREATE INDEX working_memory_entry ON working_memory(entry_id);
+CREATE INDEX edges_target ON edges(target_id);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from memctl.protocol import Category, Entry, EntryCounts, Source, Status
+from memctl.protocol import Category, Edge, Entry, EntryCounts, Note, Source, Status
 from memoryd.atomic import fsync_dir
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import section_of
@@ -24,6 +24,7 @@ from memoryd.core.events import (
     CompactionEvent,
     ConflictDetected,
     ConflictResolved,
+    EdgeAdded,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -40,11 +41,15 @@ from memoryd.core.events import (
     Event,
     FindingsDropped,
     FindingsRecorded,
+    NoteAdded,
+    NotesDone,
     QuarantineReviewed,
     ReviewAccepted,
     ReviewRejected,
     SessionFinalized,
     SettingChanged,
+    WorkingMemoryFocused,
+    WorkingMemoryReleased,
 )
 from memoryd.store.base import (
     FINDING_PREFIX,
@@ -290,6 +295,15 @@ class SqliteStore:
                 self._archive(ids, "user", t)
                 self._settle(fps, t)
                 return [*ids, *self._finding_docs(fps)]
+            case (
+                WorkingMemoryFocused()
+                | WorkingMemoryReleased()
+                | EdgeAdded()
+                | NoteAdded()
+                | NotesDone()
+            ):
+                self._apply_seed001(event)
+                return []  # none of them changes what the search index holds
 
     def _accept(self, done: ReviewAccepted) -> list[str]:
         conn, t = self._conn, done.accepted_at
@@ -337,12 +351,36 @@ class SqliteStore:
             found += [FINDING_PREFIX + r[0] for r in rows]
         return found
 
+    def _apply_seed001(
+        self,
+        event: WorkingMemoryFocused | WorkingMemoryReleased | EdgeAdded | NoteAdded | NotesDone,
+    ) -> None:
+        """Working memory, edges and notes (SPEC §9)."""
+        conn = self._conn
+        match event:
+            case WorkingMemoryFocused(session_id=session, ids=ids, focused_at=t):
+                conn.executemany(
+                    "INSERT OR IGNORE INTO working_memory VALUES (?, ?, ?)",
+                    [(session, i, t) for i in ids],
+                )
+            case WorkingMemoryReleased(session_ids=sessions):
+                conn.executemany(
+                    "DELETE FROM working_memory WHERE session_id=?", [(s,) for s in sessions]
+                )
+            case EdgeAdded(source_id=a, target_id=b, relation=rel, created_at=t):
+                conn.execute("INSERT OR IGNORE INTO edges VALUES (?, ?, ?, ?)", (a, b, rel, t))
+            case NoteAdded(id=i, content=text, created_at=t):
+                conn.execute("INSERT OR IGNORE INTO notes VALUES (?, ?, ?)", (i, text, t))
+            case NotesDone(ids=ids):
+                conn.executemany("DELETE FROM notes WHERE id=?", [(i,) for i in ids])
+
     def _delete(self, ids: Sequence[str]) -> None:
         """Delete entries with their edges and conflicts."""
         conn, pairs = self._conn, [(i, i) for i in ids]
         conn.executemany("DELETE FROM entries WHERE id=?", [(i,) for i in ids])
         conn.executemany("DELETE FROM edges WHERE source_id=? OR target_id=?", pairs)
         conn.executemany("DELETE FROM conflicts WHERE entry_a=? OR entry_b=?", pairs)
+        conn.executemany("DELETE FROM working_memory WHERE entry_id=?", [(i,) for i in ids])
 
     def _archive(
         self, ids: Sequence[str], reason: str, at: float, superseded_by: str | None = None
@@ -760,6 +798,40 @@ class SqliteStore:
             " WHERE c.resolved_at IS NULL ORDER BY c.detected_at, c.entry_a, c.entry_b"
         )
         return [(a, b, kind, t) for a, b, kind, t in rows]
+
+    def edges(self, ids: Sequence[str]) -> list[Edge]:
+        found: dict[tuple[str, str, str], Edge] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._conn.execute(
+                f"SELECT source_id, target_id, relation, created_at FROM edges"
+                f" WHERE source_id IN ({marks}) UNION SELECT source_id, target_id, relation,"
+                f" created_at FROM edges WHERE target_id IN ({marks})",
+                [*chunk, *chunk],
+            )
+            for a, b, rel, t in rows:
+                found[(a, b, rel)] = Edge(source=a, target=b, relation=rel, created_at=t)
+        return [found[k] for k in sorted(found)]
+
+    def working_memory(self, session_id: str) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT entry_id FROM working_memory WHERE session_id=? ORDER BY focused_at, entry_id",
+            (session_id,),
+        )
+        return [r[0] for r in rows]
+
+    def working_memory_sessions(self) -> dict[str, float]:
+        rows = self._conn.execute(
+            "SELECT session_id, max(focused_at) FROM working_memory GROUP BY session_id"
+        )
+        return {session: t for session, t in rows}
+
+    def notes(self) -> list[Note]:
+        rows = self._conn.execute(
+            "SELECT id, content, created_at FROM notes ORDER BY created_at, id"
+        )
+        return [Note(id=i, content=text, created_at=t) for i, text, t in rows]
 
     def aliases(self) -> dict[str, tuple[str, ...]]:
         return {

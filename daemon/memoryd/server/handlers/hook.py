@@ -34,6 +34,7 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
         query=req.prompt,
         remaining_context=req.remaining_context,
         files=req.files,
+        session=req.session_id,  # its working memory is in every payload of the session
     )
     match req.event:
         case "turn_end":
@@ -46,6 +47,8 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
                 if ctx.capture
                 else False
             )
+            if req.session_id:  # a session_end is the agent's SessionEnd (a Stop is a turn_end)
+                project.release(req.session_id, "session_end")
             return p.HookResult(finalized=done)
         case "pre_compact":
             payload = ctx.recall.inject(project, inject_req, always_only=True)

@@ -17,6 +17,9 @@ from memoryd.banks.service import BankService
 from memoryd.server.context import DaemonContext
 
 InternalHandler = Callable[[DaemonContext, Any], None]
+# How long a session may stay quiet before its working memory goes, when capture (whose
+# idle_minutes says it otherwise) is off.
+SESSION_IDLE_S = 30 * 60.0
 
 
 def stop(ctx: DaemonContext, message: messages.StopRequested) -> None:
@@ -69,8 +72,12 @@ def _bank_sync(ctx: DaemonContext) -> None:
 
 
 def _capture_idle(ctx: DaemonContext) -> None:
-    """Finalize quiet sessions; a transcript folder missing at start (the agent was installed
-    later) is watched once it exists, and what it already holds is caught up."""
+    """Finalize quiet sessions and let their working memory go; a transcript folder missing at
+    start (the agent was installed later) is watched once it exists, and what it already holds
+    is caught up."""
+    idle_s = ctx.capture.idle_s if ctx.capture is not None else SESSION_IDLE_S
+    for project in ctx.registry.opened():
+        project.expire_working_memory(idle_s)
     if ctx.capture is None:
         return
     if ctx.watcher is not None:

@@ -1,5 +1,6 @@
 """Handlers of project memory: entries (remember, search, list, forget, pin, import, export), the
-payload (inject, budget), aliases, learning settings (auto, preset) and episodes."""
+payload (inject, budget), aliases, learning settings (auto, preset), episodes, and seed 001's
+working memory (focus, release), graph (connect, graph) and notes."""
 
 from __future__ import annotations
 
@@ -142,6 +143,30 @@ def resolve(ctx: DaemonContext, req: p.Resolve) -> p.ResolveResult:
     return ctx.registry.get(req.project).resolve(req.conflict, req.keep)
 
 
+def focus(ctx: DaemonContext, req: p.Focus) -> p.FocusResult:
+    return ctx.registry.get(req.project).focus(req.session, req.targets)
+
+
+def release(ctx: DaemonContext, req: p.Release) -> p.ReleaseResult:
+    return ctx.registry.get(req.project).release(req.session)
+
+
+def connect(ctx: DaemonContext, req: p.Connect) -> p.Edge:
+    return ctx.registry.get(req.project).connect(req.source, req.target, req.relation)
+
+
+def graph(ctx: DaemonContext, req: p.Graph) -> p.GraphResult:
+    return ctx.registry.get(req.project).graph(req.target, req.depth)
+
+
+def note(ctx: DaemonContext, req: p.NoteAdd) -> p.Note:
+    return ctx.registry.get(req.project).add_note(req.content)
+
+
+def notes(ctx: DaemonContext, req: p.Notes) -> p.NotesResult:
+    return ctx.registry.get(req.project).notes(req.done)
+
+
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Remember: remember,
     p.Search: search,
@@ -165,4 +190,10 @@ HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Unarchive: unarchive,
     p.Conflicts: conflicts,
     p.Resolve: resolve,
+    p.Focus: focus,
+    p.Release: release,
+    p.Connect: connect,
+    p.Graph: graph,
+    p.NoteAdd: note,
+    p.Notes: notes,
 }
