@@ -168,5 +168,6 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "unarchive",  # beyond the SPEC list: the way back from archive (issue 9)
         "conflicts",  # beyond the SPEC list: conflicts you can list and resolve (issue 9)
         "resolve",
+        "share",  # beyond the SPEC list: sharing through git (issue 9, seed 001)
     }
     assert set(tags) == spec_ops

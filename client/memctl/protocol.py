@@ -358,6 +358,7 @@ class ImportResult(msgspec.Struct, kw_only=True):
 
 class ExportResult(msgspec.Struct, kw_only=True):
     entries: list[Entry]
+    edges: list[EntryEdge] = []  # those between two exported entries
 
 
 class AuditEvent(msgspec.Struct, kw_only=True):
@@ -837,9 +838,11 @@ class Resolve(Request[ResolveResult], tag="resolve"):
 
 
 class Export(Request[ExportResult], tag="export"):
-    """Export active entries as JSONL, one entry a line, sorted by id."""
+    """Export confirmed and pinned entries as JSONL, one entry a line sorted by id, then the
+    edges between them (--archived adds archived ones, --all every entry, candidates too)."""
 
     include_archived: bool = False
+    include_all: bool = False
 
 
 class AuditTail(Request[AuditResult], tag="audit_tail"):
@@ -993,6 +996,42 @@ class IngestLifecycle(Request[IngestResult], tag="ingest_lifecycle"):
     """Import new decisions of decisionLog.md and completed items of progress.md as entries."""
 
     mutates = True
+
+
+# --------------------------------------------------------------------------- sharing through git
+# (seed 001, SPEC §3: `.memoryd/memory.jsonl`, merged with `merge=union`)
+
+
+class EntryEdge(msgspec.Struct, tag_field="type", tag="edge", frozen=True, kw_only=True):
+    """A typed edge of the knowledge graph, as exported and as a line of the shared file."""
+
+    source: str
+    target: str
+    relation: str
+    created_at: float
+
+
+class ShareResult(msgspec.Struct, kw_only=True):
+    enabled: bool
+    setting: Literal["on", "off", "auto"]  # auto: on while the project holds the shared file
+    file: str
+    exists: bool
+    entries: int = 0  # lines of the file as last written or read: entries, tombstones, edges
+    tombstones: int = 0
+    edges: int = 0
+    pending: bool = False  # a change not written to the file yet
+    last_written_at: float | None = None
+    last_merged_at: float | None = None
+    error: str | None = None  # the last write's failure, if it failed
+
+
+class Share(Request[ShareResult], tag="share"):
+    """Share this project's memory through git: on keeps .memoryd/memory.jsonl (confirmed and
+    pinned entries, edges, tombstones) and merges it after a pull; off stops; alone: status."""
+
+    mutates = True
+
+    state: Literal["on", "off"] | None = None
 
 
 def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any]], ...]:

@@ -114,7 +114,17 @@ _V4 = """
 CREATE TABLE forgotten (fingerprint TEXT PRIMARY KEY, forgotten_at REAL NOT NULL) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# Entries deleted on purpose (forgotten, purged), by id: the tombstones of the shared file.
+_V5 = """
+CREATE TABLE tombstones (
+    id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    deleted_at REAL NOT NULL,
+    reason TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
