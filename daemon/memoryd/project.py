@@ -132,6 +132,11 @@ class ProjectMemory:
         # Counts the changes that can change the shared file (core.share.touches_shared): the
         # share service writes the file again when it moved.
         self.share_revision = 0
+        # The shared file's lines (id → line) kept up to date a changed id at a time, so that a
+        # change re-reads what it touched, not the whole store: built on first use.
+        self._share_lines: dict[str, bytes] | None = None
+        self._share_entries: set[str] = set()  # ids of the shared entries among those lines
+        self._share_dirty: set[str] = set()
 
     # ------------------------------------------------------------------ recovery
 
@@ -166,6 +171,8 @@ class ProjectMemory:
             raise Unavailable(f"the database still refuses journaled changes ({exc})") from exc
         self._behind = False
         self._index_dirty = True
+        self._share_lines = None  # changed outside commit: read whole again when next asked
+        self.share_revision += 1
 
     def _replay(self) -> int:
         applied = self.store.applied_audit_seq()
@@ -205,6 +212,7 @@ class ProjectMemory:
         self._index_dirty = True
         if core_share.touches_shared(event.__struct_config__.tag):
             self.share_revision += 1
+            self._share_dirty.update(i for i in ids if not i.startswith(FINDING_PREFIX))
         if self.journal.needs_trim:
             checkpoint = self.store.backup(self.dir / "memory.db.bak")
             self.journal.trim(checkpoint)
@@ -643,11 +651,37 @@ class ProjectMemory:
 
     def shared_text(self) -> bytes:
         """The shared file as this store would write it."""
-        return core_share.render(
-            self.store.shared_entries(),
-            self.store.tombstones().values(),
-            self.store.all_edges(),
-        )
+        lines = self._shared_lines()
+        return core_share.join(lines, self.store.all_edges(), self._share_entries)
+
+    def known_shared_lines(self) -> set[bytes]:
+        """The lines this store's shared file holds (edges too): a file's line among them
+        needs no reading."""
+        found = set(self._shared_lines().values())
+        found.update(core_share.line(e) for e in self.store.all_edges())
+        return found
+
+    def _shared_lines(self) -> dict[str, bytes]:
+        if self._share_lines is None:
+            entries = self.store.shared_entries()
+            self._share_lines = core_share.lines_of(entries, self.store.tombstones().values())
+            self._share_entries = {e.id for e in entries}
+            self._share_dirty.clear()
+        if self._share_dirty:
+            ids = sorted(self._share_dirty)
+            self._share_dirty.clear()
+            fresh = core_share.lines_of(self.store.get_many(ids).values(), ())
+            fresh = core_share.lines_of((), self.store.tombstones(ids).values()) | fresh
+            for entry_id in ids:
+                if entry_id in fresh:
+                    self._share_lines[entry_id] = fresh[entry_id]
+                else:
+                    self._share_lines.pop(entry_id, None)
+            self._share_entries.difference_update(ids)
+            self._share_entries.update(
+                i for i in ids if fresh.get(i, b"").startswith(b'{"type":"entry"')
+            )
+        return self._share_lines
 
     def merge_shared(
         self,
@@ -660,6 +694,8 @@ class ProjectMemory:
         than the store's own, as one audited event (``MemoryMerged``). A file with bad lines is
         recorded too, even when nothing else changes, so that the lines are not lost."""
         collapsed = core_share.collapse(records)
+        if not collapsed.versions and not collapsed.edges and not malformed:
+            return core_share.MergePlan()
         ids = list(collapsed.versions)
         local = self.store.get_many(ids)
         winners = core_share.newer(collapsed, local, self.store.tombstones(ids))

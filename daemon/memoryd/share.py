@@ -208,7 +208,7 @@ class ShareService:
         state.written_revision = -1  # compare with what the store would write, once
         if data is None:
             return
-        parsed = core_share.parse(data)
+        parsed = core_share.parse(data, project.known_shared_lines())
         plan = project.merge_shared(parsed.records, parsed.malformed, origin=str(path))
         state.last_merged_at = self._clock()
         if parsed.malformed:
@@ -225,7 +225,7 @@ class ShareService:
             added=plan.added,
             deleted=len(plan.deleted),
             edges=len(plan.edges),
-            unchanged=plan.unchanged,
+            unchanged=plan.unchanged + parsed.known,
             malformed=len(parsed.malformed),
         )
 

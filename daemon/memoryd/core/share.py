@@ -15,7 +15,7 @@ plan into one audited event (``events.MemoryMerged``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Annotated, Literal
 
 import msgspec
@@ -109,24 +109,31 @@ class Malformed(msgspec.Struct, frozen=True, kw_only=True):
 class Parsed(msgspec.Struct, frozen=True, kw_only=True):
     records: tuple[Record, ...]
     malformed: tuple[Malformed, ...] = ()
+    known: int = 0  # lines skipped as exactly what the store would write
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def parse(data: bytes) -> Parsed:
-    """Every line of a shared file; a bad line is kept aside with why, never fatal."""
+def parse(data: bytes, known: Container[bytes] = ()) -> Parsed:
+    """Every line of a shared file; a bad line is kept aside with why, never fatal. Lines in
+    ``known`` (the store's own, as ``line`` encodes them) are skipped unread: after a pull
+    most lines are, and reading one (redaction above all) is what a merge costs."""
     records: list[Record] = []
     malformed: list[Malformed] = []
+    skipped = 0
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
+            continue
+        if raw in known:
+            skipped += 1
             continue
         try:
             records.append(clean(_decoder.decode(raw)))
         except (msgspec.DecodeError, msgspec.ValidationError, MemorydError) as exc:
             text = raw[:MALFORMED_TEXT_CHARS].decode("utf-8", "replace")
             malformed.append(Malformed(line=number, reason=str(exc), text=text))
-    return Parsed(records=tuple(records), malformed=tuple(malformed))
+    return Parsed(records=tuple(records), malformed=tuple(malformed), known=skipped)
 
 
 def decode_import(raw: str) -> Record | None:
@@ -195,22 +202,38 @@ def to_shared(entry: Entry) -> SharedEntry:
     )
 
 
+def line(version: Version | EntryEdge) -> bytes:
+    """One line of the file, without its newline."""
+    return _encoder.encode(version)
+
+
+def lines_of(entries: Iterable[Entry], tombstones: Iterable[Tombstone]) -> dict[str, bytes]:
+    """id → line for the shared entries and the tombstones (an entry wins over a stale
+    tombstone of its id)."""
+    found = {t.id: line(t) for t in tombstones}
+    found.update((e.id, line(to_shared(e))) for e in entries if e.status in SHARED_STATUSES)
+    return found
+
+
+def join(lines: Mapping[str, bytes], edges: Iterable[EntryEdge], shared: Container[str]) -> bytes:
+    """The file from its version lines (by id) and the edges between ``shared`` entries."""
+    links = sorted(
+        (e for e in edges if e.source in shared and e.target in shared),
+        key=lambda e: (e.source, e.target, e.relation),
+    )
+    body = [lines[i] for i in sorted(lines)] + [line(e) for e in links]
+    return b"".join(text + b"\n" for text in body)
+
+
 def render(
     entries: Iterable[Entry], tombstones: Iterable[Tombstone], edges: Iterable[EntryEdge]
 ) -> bytes:
     """The shared file for a store: its confirmed and pinned entries and its tombstones sorted
     by id, then the edges between shared entries, one JSON object a line. The same store gives
     the same bytes on every machine."""
-    shared = {e.id: to_shared(e) for e in entries if e.status in SHARED_STATUSES}
-    versions: dict[str, Version] = {t.id: t for t in tombstones if t.id not in shared}
-    versions.update(shared)
-    links = sorted(
-        (e for e in edges if e.source in shared and e.target in shared),
-        key=lambda e: (e.source, e.target, e.relation),
-    )
-    lines = [_encoder.encode(versions[i]) for i in sorted(versions)]
-    lines += [_encoder.encode(e) for e in links]
-    return b"".join(line + b"\n" for line in lines)
+    entries = list(entries)
+    shared = {e.id for e in entries if e.status in SHARED_STATUSES}
+    return join(lines_of(entries, tombstones), edges, shared)
 
 
 # --------------------------------------------------------------------------- merging
@@ -256,7 +279,13 @@ def newer(
     found: list[Version] = []
     for entry_id, version in sorted(collapsed.versions.items()):
         held = local.get(entry_id)
-        mine: Version | None = to_shared(held) if held is not None else tombstones.get(entry_id)
+        mine: Version | None = tombstones.get(entry_id)
+        if held is not None:
+            if held.updated_at != version.updated_at:  # the common case: no encoding needed
+                if version.updated_at > held.updated_at:
+                    found.append(version)
+                continue
+            mine = to_shared(held)
         if mine is None or _key(version) > _key(mine):
             found.append(version)
     return found
@@ -350,7 +379,8 @@ def plan_merge(
             (kept, loser, "replaces"),
             EntryEdge(source=kept, target=loser, relation="replaces", created_at=at),
         )
-    alive = (set(present) | set(entries)) - gone
+    # Twins exist by construction (held here, or written by this plan).
+    alive = (set(present) | set(entries) | {i for t in twins for i in t[:2]}) - gone
     added_edges = tuple(
         e
         for key, e in sorted(links.items())
