@@ -5,13 +5,17 @@ that two machines exchanging files end up holding the same memory."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import msgspec
 
-from memctl.protocol import Entry, EntryEdge, Source
+from memctl.protocol import Entry, EntryEdge, Remember, Source
+from memoryd.background import BackgroundErrors
+from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
 from memoryd.core import share
 from memoryd.core.events import EntriesForgotten, EntryAdded, EntrySuperseded, MemoryMerged
+from memoryd.project import ProjectMemory
 from memoryd.store.memory import MemoryStore
 
 
@@ -272,3 +276,48 @@ def test_concurrent_edits_converge_after_a_union_merge() -> None:
     assert set(held) == {"e1", "e3", "a1", "a2", "b1", "b2"}
     assert held["e3"].archived and held["e3"].superseded_by == "a2"
     assert "e2" in alice.store.tombstones() and bob.store.get("e2") is None
+
+
+# --------------------------------------------------------------------------- the kept lines
+
+
+def test_the_lines_kept_per_id_always_equal_a_full_render(tmp_path: Path) -> None:
+    """``ProjectMemory.shared_text`` reads again only what a change touched; after every kind of
+    change it must equal the file rendered from the whole store."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    ticks = iter(range(1_000, 1_000_000))
+    project = ProjectMemory(
+        root, tmp_path / "data", StorageSettings(), BackgroundErrors(), clock=lambda: next(ticks)
+    )
+
+    def full() -> bytes:
+        return share.render(
+            project.store.shared_entries(),
+            project.store.tombstones().values(),
+            project.store.all_edges(),
+        )
+
+    try:
+        a = project.remember(Remember(content="Use UTC everywhere")).id
+        assert project.shared_text() == full()  # built whole here; kept from now on
+        b = project.remember(Remember(content="Pin the toolchain", pin=True)).id
+        c = project.remember(Remember(content="Queue is RabbitMQ")).id
+        assert project.shared_text() == full()
+        project.supersede(c, "Queue is Kafka")
+        project.unpin(b)
+        project.remember(Remember(content="Use UTC everywhere"))  # reinforced: a new version
+        assert project.shared_text() == full()
+        project.forget(a, confirm=False)
+        project.archive([b])
+        theirs = share.render([entry("z" * 32, "Payments via Stripe", 5.0)], [], [])
+        parsed = share.parse(theirs, project.known_shared_lines())
+        project.merge_shared(parsed.records, parsed.malformed, origin="test")
+        text = project.shared_text()
+        assert text == full()
+        assert b"Stripe" in text and b'"tombstone"' in text and b'"replaces"' in text
+        assert project.merge_shared(
+            share.parse(text, project.known_shared_lines()).records, (), origin="again"
+        ).empty()
+    finally:
+        project.close()
