@@ -268,8 +268,9 @@ class ShareService:
                 continue  # turned off (or closed) meanwhile
             state.in_flight = None
             if result.error is not None:
+                if result.error != state.error:  # retried each index tick: reported once
+                    self._errors.record(f"shared memory not written: {result.error}")
                 state.error, state.failed_revision = result.error, result.revision
-                self._errors.record(f"shared memory not written: {result.error}")
             elif result.stale:
                 # Changed on disk since we read it (a pull): merge it first, write after.
                 project = self._registry.get(str(root))
