@@ -34,6 +34,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("memoryd.capture", ("memoryd.server", "memoryd.app")),
     ("memoryd.banks", ("memoryd.server", "memoryd.app")),
     ("memoryd.compactor", ("memoryd.server", "memoryd.app")),
+    ("memoryd.share", ("memoryd.server", "memoryd.app")),
     ("memoryd.server", ("memoryd.app",)),
     # The client never imports the daemon (SPEC §1).
     ("memctl", ("memoryd",)),

@@ -178,5 +178,6 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "graph",  # beyond the SPEC list: reading the edges table (issue 9)
         "note",
         "notes",
+        "share",  # beyond the SPEC list: sharing through git (issue 9, seed 001)
     }
     assert set(tags) == spec_ops

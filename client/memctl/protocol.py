@@ -366,6 +366,7 @@ class ImportResult(msgspec.Struct, kw_only=True):
 
 class ExportResult(msgspec.Struct, kw_only=True):
     entries: list[Entry]
+    edges: list[EntryEdge] = []  # those between two exported entries
 
 
 class AuditEvent(msgspec.Struct, kw_only=True):
@@ -461,7 +462,7 @@ class BankListResult(msgspec.Struct, kw_only=True):
 class BankInfo(msgspec.Struct, kw_only=True):
     """Where the bank is, the mode asked for, the files present in read order, their validation,
     and their size in tokens (``over_budget`` above the 5,000-token warning). ``reads``: the
-    files the mode reads (their content is given); ``writes``: the files it may change (seed 000
+    files the mode reads (their content is given); ``writes``: the files it may change (design §10
     §4 modes)."""
 
     path: str
@@ -854,9 +855,11 @@ class Resolve(Request[ResolveResult], tag="resolve"):
 
 
 class Export(Request[ExportResult], tag="export"):
-    """Export active entries as JSONL, one entry a line, sorted by id."""
+    """Export confirmed and pinned entries as JSONL, one entry a line sorted by id, then the
+    edges between them (--archived adds archived ones, --all every entry, candidates too)."""
 
     include_archived: bool = False
+    include_all: bool = False
 
 
 class AuditTail(Request[AuditResult], tag="audit_tail"):
@@ -1094,8 +1097,8 @@ class ReviewEdit(Request[ReviewDecisionResult], tag="review_edit"):
     content: Annotated[str, msgspec.Meta(max_length=65_536)]
 
 
-# --------------------------------------------------------------------------- seed 001's model
-# Working memory, the knowledge graph and notes (SPEC §9): results and requests in one block.
+# --------------------------------------------------------------------------- working memory, graph
+# Working memory, the knowledge graph and notes (design §9): results and requests in one block.
 
 Relation = Literal["depends_on", "enables", "replaces", "motivated_by", "contradicts"]
 EntryRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # an id or a keyword
@@ -1117,7 +1120,7 @@ class ReleaseResult(msgspec.Struct, kw_only=True):
 
 
 class Edge(msgspec.Struct, frozen=True, kw_only=True):
-    """A typed link of the knowledge graph (SPEC §2): ``source`` relation ``target``."""
+    """A typed link of the knowledge graph (design §2): ``source`` relation ``target``."""
 
     source: str
     target: str
@@ -1194,7 +1197,7 @@ class Graph(Request[GraphResult], tag="graph"):
 
 
 class NoteAdd(Request[Note], tag="note"):
-    """Keep a quick note for later (seed 001 /note): kept across sessions until marked done,
+    """Keep a quick note for later (design §9, `/note`): kept across sessions until marked done,
     never injected."""
 
     mutates = True
@@ -1211,6 +1214,42 @@ class Notes(Request[NotesResult], tag="notes"):
         list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
         msgspec.Meta(max_length=1000),
     ] = []
+
+
+# --------------------------------------------------------------------------- sharing through git
+# (design §3: `.memoryd/memory.jsonl`, merged with `merge=union`)
+
+
+class EntryEdge(msgspec.Struct, tag_field="type", tag="edge", frozen=True, kw_only=True):
+    """A typed edge of the knowledge graph, as exported and as a line of the shared file."""
+
+    source: str
+    target: str
+    relation: str
+    created_at: float
+
+
+class ShareResult(msgspec.Struct, kw_only=True):
+    enabled: bool
+    setting: Literal["on", "off", "auto"]  # auto: on while the project holds the shared file
+    file: str
+    exists: bool
+    entries: int = 0  # lines of the file as last written or read: entries, tombstones, edges
+    tombstones: int = 0
+    edges: int = 0
+    pending: bool = False  # a change not written to the file yet
+    last_written_at: float | None = None
+    last_merged_at: float | None = None
+    error: str | None = None  # the last write's failure, if it failed
+
+
+class Share(Request[ShareResult], tag="share"):
+    """Share this project's memory through git: on keeps .memoryd/memory.jsonl (confirmed and
+    pinned entries, edges, tombstones) and merges it after a pull; off stops; alone: status."""
+
+    mutates = True
+
+    state: Literal["on", "off"] | None = None
 
 
 def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any]], ...]:

@@ -228,6 +228,21 @@ def imported(r: p.ImportResult) -> str:
     return "\n".join(lines)
 
 
+def shared(r: p.ShareResult) -> str:
+    if not r.enabled:
+        why = "turned off" if r.setting == "off" else f"no {r.file}"
+        return f"sharing: off ({why}); memctl share on starts it"
+    lines = [
+        f"sharing: on ({r.setting}) -> {r.file}",
+        f"  {r.entries} entries, {r.tombstones} tombstones, {r.edges} edges"
+        + (" (a change is not written yet)" if r.pending else ""),
+        f"  written {ago(r.last_written_at)}, merged {ago(r.last_merged_at)}",
+    ]
+    if r.error:
+        lines.append(f"  last write failed: {r.error}")
+    return "\n".join(lines)
+
+
 def checked(r: p.CheckResult) -> str:
     return f"database: {r.database}\naudit: {r.audit}\nindex: {r.index}"
 

@@ -34,6 +34,7 @@ from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 from memoryd.server.context import DaemonContext
 from memoryd.server.loop import Server
+from memoryd.share import ShareService, ShareWriter, is_share_file
 
 FINAL_SYNC_S = 10.0  # the most a stop waits for bank files to be written
 
@@ -49,6 +50,8 @@ class Parts:
     capture: CaptureService | None
     bank_writer: BankWriter
     banks: BankService
+    share_writer: ShareWriter
+    share: ShareService
     watcher: TranscriptWatcher
     jobs: Jobs
     server: Server
@@ -103,6 +106,10 @@ class Daemon:
         capture = self._capture(registry, errors)
         bank_writer = BankWriter(lambda: messages.post(zctx, messages.BanksWritten()))
         banks = self._banks(registry, bank_writer, errors)
+        share_writer = ShareWriter(lambda: messages.post(zctx, messages.SharesWritten()))
+        share = ShareService(registry, share_writer, errors, log=self.log)
+        share_writer.start()
+        registry.on_open.append(share.on_open)
         watcher = self._watcher(zctx, capture)
         jobs = self._jobs(zctx)
         compactor = Compactor(registry.opened)
@@ -115,6 +122,8 @@ class Daemon:
             capture,
             bank_writer,
             banks,
+            share_writer,
+            share,
             watcher,
             jobs,
             server=self._server(
@@ -127,6 +136,8 @@ class Daemon:
                 capture,
                 banks,
                 bank_writer,
+                share,
+                share_writer,
                 watcher,
                 jobs,
             ),
@@ -134,6 +145,7 @@ class Daemon:
         stack.callback(parts.server.close)
         # Before the server closes: the writer's last reports still reach the mailbox.
         stack.callback(_final_bank_sync, banks, bank_writer, self.log)
+        stack.callback(_final_share_write, share, share_writer, self.log)
         _bind(stack, parts.server, endpoint)
         jobs.start()
         stack.callback(jobs.shutdown)
@@ -232,6 +244,8 @@ class Daemon:
         capture: CaptureService | None,
         banks: BankService,
         bank_writer: BankWriter,
+        share: ShareService,
+        share_writer: ShareWriter,
         watcher: TranscriptWatcher,
         jobs: Jobs,
     ) -> Server:
@@ -249,6 +263,8 @@ class Daemon:
             watcher=watcher,
             backfill_days=self.settings.capture.backfill_days,
             compactor=compactor,
+            share=share,
+            share_writer=share_writer,
         )
         return Server(
             zctx,
@@ -256,7 +272,7 @@ class Daemon:
             max_message_bytes=self.settings.server.max_message_bytes,
             reply_cache_size=self.settings.server.reply_cache_size,
             log=self.log,
-            idle_work=_idle_work(capture, compactor),
+            idle_work=_idle_work(capture, compactor, share),
         )
 
     @contextlib.contextmanager
@@ -272,6 +288,7 @@ class Daemon:
                 backfill = self.settings.capture.backfill_days
                 parts.capture.queue(watcher.scan(backfill, time.time()))
             _watch_banks(watcher, parts.registry, parts.banks)
+            parts.share.watch = lambda folder: watcher.watch_folder(str(folder), is_share_file)
             yield
         finally:
             watcher.stop()
@@ -393,6 +410,14 @@ def _final_bank_sync(banks: BankService, writer: BankWriter, log: Any) -> None:
     cache.close()
 
 
+def _final_share_write(share: ShareService, writer: ShareWriter, log: Any) -> None:
+    """SIGTERM or shutdown: the shared files get the last changes (bounded by a deadline; a
+    file not written now is written when its project next opens)."""
+    share.flush(time.monotonic() + FINAL_SYNC_S)
+    if not writer.stop():
+        log.error("share_writer_hung")
+
+
 def _slo_monitor(settings: config.SloSettings) -> SloMonitor:
     return SloMonitor(
         window=settings.window,
@@ -402,12 +427,16 @@ def _slo_monitor(settings: config.SloSettings) -> SloMonitor:
     )
 
 
-def _idle_work(capture: CaptureService | None, compactor: Compactor) -> Callable[[], bool]:
+def _idle_work(
+    capture: CaptureService | None, compactor: Compactor, share: ShareService
+) -> Callable[[], bool]:
     """A piece of each kind of background work per loop turn: transcripts queued at start,
-    then a step of compaction."""
+    then a step of compaction; and the shared files of projects that changed go to their
+    writer."""
 
     def work() -> bool:
         more = capture.work_backlog() if capture is not None else False
+        share.step()
         return compactor.step() or more
 
     return work

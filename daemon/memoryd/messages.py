@@ -27,6 +27,10 @@ class BanksWritten(msgspec.Struct, tag="banks_written", frozen=True):
     """The bank writer thread has results to collect."""
 
 
+class SharesWritten(msgspec.Struct, tag="shares_written", frozen=True):
+    """The shared-file writer thread has results to collect."""
+
+
 class Wake(msgspec.Struct, tag="wake", frozen=True):
     """Work a parked request waits on finished on another thread (an LLM answer): look again."""
 
@@ -39,7 +43,9 @@ class ReloadRequested(msgspec.Struct, tag="reload", frozen=True):
     pass
 
 
-Internal = Tick | FileChanged | BanksWritten | Wake | StopRequested | ReloadRequested
+Internal = (
+    Tick | FileChanged | BanksWritten | SharesWritten | Wake | StopRequested | ReloadRequested
+)
 
 encode = msgspec.msgpack.Encoder().encode
 decode = msgspec.msgpack.Decoder(Internal).decode

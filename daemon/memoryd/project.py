@@ -22,6 +22,7 @@ from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
+from memoryd.core import share as core_share
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import review_quarantine
 from memoryd.core.compaction import CompactionPolicy, still_holds
@@ -48,6 +49,7 @@ from memoryd.core.events import (
     EntryUnarchived,
     Episode,
     Event,
+    MemoryMerged,
     NoteAdded,
     NotesDone,
     QuarantineReviewed,
@@ -138,6 +140,14 @@ class ProjectMemory:
         # counts as a sign of life of every session, so it never expires one early.
         self._session_seen: dict[str, float] = {}
         self._opened_at = clock()
+        # Counts the changes that can change the shared file (core.share.touches_shared): the
+        # share service writes the file again when it moved.
+        self.share_revision = 0
+        # The shared file's lines (id → line) kept up to date a changed id at a time, so that a
+        # change re-reads what it touched, not the whole store: built on first use.
+        self._share_lines: dict[str, bytes] | None = None
+        self._share_entries: set[str] = set()  # ids of the shared entries among those lines
+        self._share_dirty: set[str] = set()
 
     # ------------------------------------------------------------------ recovery
 
@@ -172,6 +182,8 @@ class ProjectMemory:
             raise Unavailable(f"the database still refuses journaled changes ({exc})") from exc
         self._behind = False
         self._index_dirty = True
+        self._share_lines = None  # changed outside commit: read whole again when next asked
+        self.share_revision += 1
 
     def _replay(self) -> int:
         applied = self.store.applied_audit_seq()
@@ -209,6 +221,9 @@ class ProjectMemory:
                 "it will be applied as soon as the database accepts writes again"
             ) from exc
         self._index_dirty = True
+        if core_share.touches_shared(event.__struct_config__.tag):
+            self.share_revision += 1
+            self._share_dirty.update(i for i in ids if not i.startswith(FINDING_PREFIX))
         if self.journal.needs_trim:
             checkpoint = self.store.backup(self.dir / "memory.db.bak")
             self.journal.trim(checkpoint)
@@ -282,7 +297,7 @@ class ProjectMemory:
         if len(found) > 1 and not confirm:
             raise Ambiguous(_ambiguity(target, found) + "; pass --yes to forget them all")
         ids = tuple(e.id for e in found)
-        self.commit(EntriesForgotten(ids))
+        self.commit(EntriesForgotten(ids, forgotten_at=self._clock()))
         return list(ids)
 
     def pin(self, target: str) -> p.PinResult:
@@ -300,19 +315,32 @@ class ProjectMemory:
         return p.PinResult(id=entry.id, status=event.status if event else entry.status)
 
     def import_lines(self, lines: list[str], first_line: int) -> p.ImportResult:
+        """Plain lines (content and optional fields) become new entries; lines with an id (of
+        ``export`` or the shared file) and edge lines are merged as the shared file is: per id
+        the newest ``updated_at`` wins, so ids, status and times round-trip."""
         now = self._clock()
         rejected: list[p.RejectedLine] = []
         candidates: list[p.Entry] = []
+        records: list[core_share.Record] = []
         for number, raw in enumerate(lines, start=first_line):
             if not raw.strip():
                 continue
             try:
-                candidates.append(self._import_candidate(raw, now))
+                record = core_share.decode_import(raw)
+                if record is None:
+                    candidates.append(self._import_candidate(raw, now))
+                else:
+                    records.append(record)
             except (msgspec.DecodeError, msgspec.ValidationError, BadRequest, TooLarge) as exc:
                 rejected.append(p.RejectedLine(line=number, reason=str(exc)))
         imported = len(self.import_entries(candidates))
+        versions = sum(not isinstance(r, p.EntryEdge) for r in records)
+        merged = self.merge_shared(records, (), origin="import")
+        changed = len(merged.entries) + len(merged.deleted)
         return p.ImportResult(
-            imported=imported, duplicates=len(candidates) - imported, rejected=rejected
+            imported=imported + changed,
+            duplicates=len(candidates) - imported + versions - changed,
+            rejected=rejected,
         )
 
     def import_entries(self, candidates: Sequence[p.Entry]) -> tuple[p.Entry, ...]:
@@ -733,10 +761,116 @@ class ProjectMemory:
         )
         return found
 
-    def export(self, include_archived: bool) -> list[p.Entry]:
-        """Every entry in id order (archived ones only when asked), access counts current."""
+    def export(self, include_archived: bool, include_all: bool = False) -> list[p.Entry]:
+        """Confirmed and pinned entries in id order (archived ones only when asked; with
+        ``include_all`` every entry, candidates too), access counts current."""
         self.flush_accesses()
-        return [e for e in self.store.iter_all() if include_archived or not e.archived]
+        return [
+            e
+            for e in self.store.iter_all()
+            if include_all
+            or ((include_archived or not e.archived) and e.status in core_share.SHARED_STATUSES)
+        ]
+
+    def edges_among(self, ids: set[str]) -> list[p.EntryEdge]:
+        """The edges whose two ends are among ``ids``."""
+        return [e for e in self.store.all_edges() if e.source in ids and e.target in ids]
+
+    # ------------------------------------------------------------------ sharing (core.share)
+
+    def shared_text(self) -> bytes:
+        """The shared file as this store would write it."""
+        lines = self._shared_lines()
+        return core_share.join(lines, self.store.all_edges(), self._share_entries)
+
+    def known_shared_lines(self) -> set[bytes]:
+        """The lines this store's shared file holds (edges too): a file's line among them
+        needs no reading."""
+        found = set(self._shared_lines().values())
+        found.update(core_share.line(e) for e in self.store.all_edges())
+        return found
+
+    def _shared_lines(self) -> dict[str, bytes]:
+        if self._share_lines is None:
+            entries = self.store.shared_entries()
+            self._share_lines = core_share.lines_of(entries, self.store.tombstones().values())
+            self._share_entries = {e.id for e in entries}
+            self._share_dirty.clear()
+        if self._share_dirty:
+            ids = sorted(self._share_dirty)
+            self._share_dirty.clear()
+            fresh = core_share.lines_of(self.store.get_many(ids).values(), ())
+            fresh = core_share.lines_of((), self.store.tombstones(ids).values()) | fresh
+            for entry_id in ids:
+                if entry_id in fresh:
+                    self._share_lines[entry_id] = fresh[entry_id]
+                else:
+                    self._share_lines.pop(entry_id, None)
+            self._share_entries.difference_update(ids)
+            self._share_entries.update(
+                i for i in ids if fresh.get(i, b"").startswith(b'{"type":"entry"')
+            )
+        return self._share_lines
+
+    def merge_shared(
+        self,
+        records: Sequence[core_share.Record],
+        malformed: Sequence[core_share.Malformed],
+        *,
+        origin: str,
+    ) -> core_share.MergePlan:
+        """Merge shared versions (a shared file's lines, an import's) into memory: what is newer
+        than the store's own, as one audited event (``MemoryMerged``). A file with bad lines is
+        recorded too, even when nothing else changes, so that the lines are not lost."""
+        collapsed = core_share.collapse(records)
+        if not collapsed.versions and not collapsed.edges and not malformed:
+            return core_share.MergePlan()
+        ids = list(collapsed.versions)
+        local = self.store.get_many(ids)
+        winners = core_share.newer(collapsed, local, self.store.tombstones(ids))
+        owners: dict[str, p.Entry] = {}
+        for version in winners:
+            if isinstance(version, core_share.SharedEntry) and not version.archived:
+                text = core_entries.fingerprint(version.content)
+                if (owner := self.store.find_fingerprint(text)) is not None:
+                    owners[text] = owner
+        ends = list({i for key in collapsed.edges for i in key[:2]})
+        present = set(self.store.get_many(ends))
+        local_edges = {
+            (e.source, e.target, e.relation): e.created_at
+            for e in self.store.all_edges()
+            if (e.source, e.target, e.relation) in collapsed.edges
+        }
+        plan = core_share.plan_merge(
+            winners,
+            collapsed.edges.values(),
+            local=local,
+            owners=owners,
+            present=present,
+            local_edges=local_edges,
+            total=len(collapsed.versions),
+        )
+        if not plan.empty() or malformed:
+            self.commit(
+                MemoryMerged(
+                    origin=origin,
+                    entries=plan.entries,
+                    deleted=plan.deleted,
+                    twins=plan.twins,
+                    edges=plan.edges,
+                    skipped=tuple(malformed),
+                    merged_at=self._clock(),
+                )
+            )
+        return plan
+
+    def share_setting(self) -> bool | None:
+        """Whether the user turned sharing on or off here (None: never said)."""
+        value = self.store.setting("share")
+        return None if value is None else value != 0
+
+    def set_share(self, enabled: bool) -> None:
+        self.set_setting("share", enabled)
 
     def pinned(self, limit: int) -> list[p.Entry]:
         """Active pinned entries, most recently updated first."""

@@ -48,6 +48,9 @@ def register(c: Commands) -> None:
     p = c.add("export", cmd_export, protocol.Export)
     p.add_argument("target", nargs="?", metavar="FILE|-")
     p.add_argument("--archived", action="store_true", help="include archived entries")
+    p.add_argument("--all", action="store_true", help="every entry: candidates and archived too")
+    p = c.add("share", cmd_share, protocol.Share)
+    p.add_argument("state", nargs="?", choices=["on", "off"], help="without: show the status")
     p = c.add("inject", cmd_inject, protocol.Inject)
     p.add_argument("--format", choices=list(get_args(protocol.Format)), default="plain")
     p.add_argument("--query", help="the prompt to retrieve for")
@@ -86,7 +89,7 @@ def register(c: Commands) -> None:
 
 
 def _register_seed001(c: Commands) -> None:
-    """Working memory, the graph and notes (SPEC §9)."""
+    """Working memory, the graph and notes (design §9)."""
     session_help = f"the agent session (default: ${SESSION_ENV}, set by Claude Code)"
     p = c.add("focus", cmd_focus, protocol.Focus)
     p.add_argument("targets", nargs="+", metavar="ID|KEYWORD")
@@ -195,8 +198,9 @@ def cmd_import(s: Session) -> None:
 
 
 def cmd_export(s: Session) -> None:
-    result = s.call(protocol.Export(include_archived=s.args.archived), BULK_BUDGET_S)
-    lines = "".join(_json.encode(e).decode() + "\n" for e in result.entries)
+    request = protocol.Export(include_archived=s.args.archived, include_all=s.args.all)
+    result = s.call(request, BULK_BUDGET_S)
+    lines = "".join(_json.encode(e).decode() + "\n" for e in [*result.entries, *result.edges])
     if s.args.target in (None, "-"):
         sys.stdout.write(lines)
         return
@@ -206,6 +210,10 @@ def cmd_export(s: Session) -> None:
     except OSError as exc:
         raise Failed(f"cannot write {s.args.target}: {exc}", EXIT_USAGE) from None
     print(f"exported {len(result.entries)} entries to {s.args.target}", file=sys.stderr)
+
+
+def cmd_share(s: Session) -> None:
+    s.emit(s.call(protocol.Share(state=s.args.state)), render.shared)
 
 
 def cmd_inject(s: Session) -> None:

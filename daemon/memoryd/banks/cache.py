@@ -1,4 +1,4 @@
-"""The in-memory bank cache (design §10 "In-memory cache"; design §10). Owner thread only.
+"""The in-memory bank cache (design §10, "In-memory cache"). Owner thread only.
 
 Keyed ``{bank_type}:{bank_id}`` (``memory-bank:<project root>``), it holds every bank file it
 has served, and is what readers get while the daemon runs. A file's cached text is its ``base``

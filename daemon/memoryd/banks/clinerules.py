@@ -1,4 +1,4 @@
-"""A project's custom instructions for ``bank_activate`` (design §10; design §10): ``.clinerules``
+"""A project's custom instructions for ``bank_activate`` (design §10): ``.clinerules``
 (a file, or a directory of ``*.md`` rule files), and the mode files ``.clinerules-<mode>`` and
 ``.roorules-<mode>``. A rule file may open with a YAML-style frontmatter whose ``paths:`` list
 scopes it to the files the client is working on; unscoped rules always apply."""

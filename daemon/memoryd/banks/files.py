@@ -1,4 +1,4 @@
-"""One project's memory bank on disk (design §10; design §10–§9): init, read, list, validate,
+"""One project's memory bank on disk (design §10): init, read, list, validate,
 activate, and the two primitives every change goes through: ``load`` a file and
 ``store_if_unchanged`` its new text.
 
@@ -68,7 +68,7 @@ class BankInfo(msgspec.Struct, frozen=True):
     validation: bank.ValidationReport
     tokens: int
     over_budget: bool
-    reads: list[str]  # the files this mode reads (seed 000 §4), of those present
+    reads: list[str]  # the files this mode reads (design §10), of those present
     writes: list[str]  # the files it may change, of the seven and those present
 
 

@@ -1,4 +1,4 @@
-"""Optional LLM path of ``bank_process`` (design §10, design §10): an OpenAI-compatible
+"""Optional LLM path of ``bank_process`` (design §10): an OpenAI-compatible
 ``/chat/completions`` endpoint, stdlib HTTP only.
 
 Nothing needs it. ``process_content`` uses the keyword rules (``memoryd.core.bank.router.route``)

@@ -1,4 +1,4 @@
-"""Which paths a bank operation may touch (design §10; design §10). A name is checked as text
+"""Which paths a bank operation may touch (design §10). A name is checked as text
 before any path is built from it, then the resolved path, symlinks followed, must still be a
 bank file inside the bank directory. Everything refused raises ``Forbidden`` saying why."""
 

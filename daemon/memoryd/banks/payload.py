@@ -1,4 +1,4 @@
-"""What the memory bank and the instruction files add to an agent's payload (SPEC §11, §12;
+"""What the memory bank and the instruction files add to an agent's payload (design §11, §12;
 seeds 000 and 003), as items of the budget's extra tiers (``core.recall.budget.EXTRA_TIERS``):
 
 - at session start, the instruction files the agent does not load itself, each with its

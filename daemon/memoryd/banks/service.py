@@ -115,7 +115,7 @@ class BankService:
         return project, Bank(project.root)
 
     def access(self, mode: str | None) -> Access:
-        """What ``mode`` may read and change (seed 000 §4), the configured read-only modes on
+        """What ``mode`` may read and change (design §10), the configured read-only modes on
         top."""
         return modes.access(mode, self._read_only)
 

@@ -7,13 +7,12 @@ on disk is still the one the text was made from; if the user changed it meanwhil
 written and the job comes back "stale" with the user's version, for the cache to apply its
 operations on top and hand the file over again. So the writer only ever writes a text the cache
 journaled the hash of, which is what makes recovery after a crash exact. The thread touches no
-daemon state: results go back through a queue, and ``notify`` wakes the owner thread.
+daemon state: results go back through a queue, and ``notify`` wakes the owner thread (the
+thread itself is ``memoryd.fifo.FifoWriter``).
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,8 +22,7 @@ from msgspec.structs import replace
 from memoryd.banks.files import Bank, Sig
 from memoryd.core.bank.ops import Failed, text_hash
 from memoryd.core.errors import MemorydError
-
-STOP_TIMEOUT_S = 10.0
+from memoryd.fifo import FifoWriter
 
 
 class FlushJob(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,53 +79,10 @@ def _outcome(job: FlushJob) -> FlushResult:
     return FlushResult(root=job.root, name=job.name, upto=job.upto)
 
 
-_STOP = None
+def _crashed(job: FlushJob, reason: str) -> FlushResult:
+    return replace(_outcome(job), error=reason, retry=True)
 
 
-class BankWriter:
+class BankWriter(FifoWriter[FlushJob, FlushResult]):
     def __init__(self, notify: Callable[[], None]) -> None:
-        self._notify = notify
-        self._jobs: queue.Queue[FlushJob | None] = queue.Queue()
-        self._results: queue.SimpleQueue[FlushResult] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="memoryd-bank-writer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def submit(self, job: FlushJob) -> None:
-        self._jobs.put(job)
-
-    def results(self) -> list[FlushResult]:
-        """The results not collected yet, in the order the jobs were done."""
-        found = []
-        while True:
-            try:
-                found.append(self._results.get_nowait())
-            except queue.Empty:
-                return found
-
-    def next_result(self, timeout_s: float) -> FlushResult | None:
-        """Wait (at most ``timeout_s``) for the next result; for the final sync at shutdown,
-        when the owner thread no longer serves its mailbox."""
-        try:
-            return self._results.get(timeout=max(0.0, timeout_s))
-        except queue.Empty:
-            return None
-
-    def stop(self) -> bool:
-        """Finish the jobs already submitted, then end the thread. False when it did not end
-        in time (a hung file system): it is a daemon thread and dies with the process."""
-        if self._thread.is_alive():
-            self._jobs.put(_STOP)
-            self._thread.join(timeout=STOP_TIMEOUT_S)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not _STOP:
-            try:
-                result = flush_file(job)
-            except Exception as exc:  # a bug must not kill the thread and strand the job
-                reason = f"internal error: {type(exc).__name__}: {exc}"
-                result = replace(_outcome(job), error=reason, retry=True)
-            self._results.put(result)
-            self._notify()
+        super().__init__(flush_file, _crashed, notify, name="memoryd-bank-writer")

@@ -1,4 +1,4 @@
-"""Compaction (design §8, design §8): importance decay, per-category TTL, eviction past the soft
+"""Compaction (design §8): importance decay, per-category TTL, eviction past the soft
 limit, all to an archive, and purge of old archives. Pure: entries and a clock in, a plan out.
 
 How the numbers are read:
@@ -52,7 +52,7 @@ def _default_ttl_days() -> dict[Category, int]:
 
 
 class CompactionPolicy(msgspec.Struct, frozen=True, kw_only=True):
-    """The numbers of design §8 (defaults) and design §8; TTLs come from the design §2 table."""
+    """The numbers of design §8 (defaults); TTLs come from the design §2 table."""
 
     soft_limit: int = 3_000  # active entries above this start an eviction...
     target: int = 2_700  # ...down to this

@@ -11,9 +11,10 @@ from typing import Literal
 
 import msgspec
 
-from memctl.protocol import ArchivedReason, Category, Entry, Relation, Status
+from memctl.protocol import ArchivedReason, Category, Entry, EntryEdge, Relation, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import PromotionDecision, QuarantineOutcome
+from memoryd.core.share import Malformed, Tombstone
 
 
 class EntryAdded(msgspec.Struct, tag="entry_added", frozen=True):
@@ -39,6 +40,9 @@ class EntryStatusChanged(msgspec.Struct, tag="entry_status_changed", frozen=True
 
 class EntriesForgotten(msgspec.Struct, tag="entries_forgotten", frozen=True):
     ids: tuple[str, ...]
+    # When: each id keeps a tombstone of this time (or its entry's last update, if later), so
+    # that the forget travels through the shared file. None in events journaled before.
+    forgotten_at: float | None = None
 
 
 class EntriesImported(msgspec.Struct, tag="entries_imported", frozen=True):
@@ -281,7 +285,7 @@ class ReviewRejected(msgspec.Struct, tag="review_rejected", frozen=True, kw_only
 
 
 class WorkingMemoryFocused(msgspec.Struct, tag="working_memory_focused", frozen=True, kw_only=True):
-    """Entries joined a session's working memory (SPEC §9), after those already in it."""
+    """Entries joined a session's working memory (design §9), after those already in it."""
 
     session_id: str
     ids: tuple[str, ...]
@@ -324,6 +328,22 @@ class NotesDone(msgspec.Struct, tag="notes_done", frozen=True, kw_only=True):
     done_at: float
 
 
+class MemoryMerged(msgspec.Struct, tag="memory_merged", frozen=True, kw_only=True):
+    """Shared memory merged into the store (design §3, ``core.share``): from the project's shared
+    file after a ``git pull``, or from an import of lines with ids. Applied in one transaction:
+    the tombstoned entries deleted, the local twins of a shared text archived, the newer
+    versions written whole, the edges added. ``skipped`` names the lines that could not be
+    read (kept here, so nothing of them is lost)."""
+
+    origin: str  # the file merged, or "import"
+    entries: tuple[Entry, ...] = ()
+    deleted: tuple[Tombstone, ...] = ()
+    twins: tuple[tuple[str, str], ...] = ()  # (archived id, kept id)
+    edges: tuple[EntryEdge, ...] = ()
+    skipped: tuple[Malformed, ...] = ()
+    merged_at: float
+
+
 Event = (
     EntryAdded
     | EntryReinforced
@@ -356,6 +376,7 @@ Event = (
     | EdgeAdded
     | NoteAdded
     | NotesDone
+    | MemoryMerged
 )
 
 DUPLICATE_IMPORTANCE_BOOST = 0.1

@@ -1,4 +1,4 @@
-"""The knowledge graph and working memory of seed 001 (SPEC §2 Edge, §9): the rules a new edge or
+"""The knowledge graph and working memory of design §9 (design §2 Edge, §9): the rules a new edge or
 a focus must pass, and the walk over a neighbourhood. Pure: the store is reached only through the
 function a caller passes in."""
 

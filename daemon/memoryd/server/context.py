@@ -21,6 +21,7 @@ from memoryd.capture.watcher import TranscriptWatcher
 from memoryd.compactor import Compactor
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
+from memoryd.share import ShareService, ShareWriter
 
 # A request id this long is taken as unique (memctl sends 32 hex digits): a retry can be told
 # by it. Shorter ids are counters, reused by every client.
@@ -74,6 +75,8 @@ class DaemonContext:
     bank_writer: BankWriter | None = None
     watcher: TranscriptWatcher | None = None
     compactor: Compactor | None = None
+    share: ShareService | None = None
+    share_writer: ShareWriter | None = None
     backfill_days: float = 0.0
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     started: float = field(default_factory=time.monotonic)

@@ -21,9 +21,10 @@ from typing import Protocol
 
 import msgspec
 
-from memctl.protocol import Category, Edge, Entry, EntryCounts, Note, Status
+from memctl.protocol import Category, Edge, Entry, EntryCounts, EntryEdge, Note, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import Episode, Event
+from memoryd.core.share import Tombstone
 
 # A finding's id in the change log (and the search index): entries and findings share one log.
 FINDING_PREFIX = "f:"
@@ -203,6 +204,21 @@ class Store(Protocol):
     def setting(self, key: str) -> object:
         """A project setting's value, or None when unset. Booleans come back as 0 or 1 (as
         SQLite keeps them): compare with ``!= 0``, not ``is False``."""
+        ...
+
+    # ------------------------------------------------------------------ sharing (core.share)
+
+    def shared_entries(self) -> list[Entry]:
+        """The entries the shared file holds (confirmed and pinned, archived included), in id
+        order."""
+        ...
+
+    def tombstones(self, ids: Sequence[str] | None = None) -> dict[str, Tombstone]:
+        """id → tombstone of the entries deleted on purpose (of ``ids``, or all)."""
+        ...
+
+    def all_edges(self) -> list[EntryEdge]:
+        """Every edge, ordered by source, target, relation."""
         ...
 
     # ------------------------------------------------------------------ session memory (design §6)

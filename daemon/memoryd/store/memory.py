@@ -10,10 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
-from memctl.protocol import ArchivedReason, Category, Edge, Entry, EntryCounts, Note, Status
+from memctl.protocol import (
+    ArchivedReason,
+    Category,
+    Edge,
+    Entry,
+    EntryCounts,
+    EntryEdge,
+    Note,
+    Status,
+)
 from memoryd.atomic import write_atomic
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import (
@@ -42,6 +52,7 @@ from memoryd.core.events import (
     Event,
     FindingsDropped,
     FindingsRecorded,
+    MemoryMerged,
     NoteAdded,
     NotesDone,
     QuarantineReviewed,
@@ -53,6 +64,7 @@ from memoryd.core.events import (
     WorkingMemoryFocused,
     WorkingMemoryReleased,
 )
+from memoryd.core.share import SHARED_STATUSES, Tombstone
 from memoryd.store.base import (
     FINDING_PREFIX,
     ID_PREFIX_LIMIT,
@@ -87,6 +99,7 @@ class _Snapshot(msgspec.Struct, kw_only=True):
     entries: list[Entry]
     forgotten: dict[str, float]
     edges: list[tuple[str, str, str, float]]
+    tombstones: list[Tombstone] = []
     conflicts: list[_Conflict]
     aliases: dict[str, tuple[str, ...]]
     settings: dict[str, Setting]
@@ -116,6 +129,7 @@ class MemoryStore:
         self._entries: dict[str, Entry] = {}
         self._active_by_fp: dict[str, str] = {}  # fingerprint → id of the active entry
         self._forgotten: dict[str, float] = {}
+        self._tombstones: dict[str, Tombstone] = {}
         self._edges: dict[tuple[str, str, str], float] = {}
         self._conflicts: dict[tuple[str, str], _Conflict] = {}
         self._aliases: dict[str, tuple[str, ...]] = {}
@@ -142,6 +156,7 @@ class MemoryStore:
         for entry in snap.entries:
             store._put(entry)
         store._forgotten = dict(snap.forgotten)
+        store._tombstones = {t.id: t for t in snap.tombstones}
         store._edges = {(a, b, rel): t for a, b, rel, t in snap.edges}
         store._conflicts = {(c.entry_a, c.entry_b): c for c in snap.conflicts}
         store._aliases = dict(snap.aliases)
@@ -193,9 +208,12 @@ class MemoryStore:
             case EntryStatusChanged(id=i, status=s, updated_at=t):
                 self._change(i, status=s, updated_at=t)
                 return [i]
-            case EntriesForgotten(ids=ids):
+            case EntriesForgotten(ids=ids, forgotten_at=at):
+                self._tombstone(ids, at, "forgotten")
                 self._forget(ids)
                 return list(ids)
+            case MemoryMerged() as merged:
+                return self._merge(merged)
             case ConflictDetected(entry_a=a, entry_b=b, conflict_type=kind, detected_at=t):
                 self._conflicts.setdefault((a, b), _Conflict(a, b, kind, t))
                 self._edges.setdefault((a, b, "contradicts"), t)
@@ -360,12 +378,57 @@ class MemoryStore:
                     self._archive(i, "stale", t)
                 case EntryEvicted(id=i, archived_at=t):
                     self._archive(i, "evicted", t)
-                case ArchivePurged(id=i):
+                case ArchivePurged(id=i, purged_at=t):
+                    self._tombstone([i], t, "purged")
                     self._delete([i])
                 case EntryDecayed():
                     continue  # derived importance: nothing stored changes
             touched.append(decision.id)
         return touched
+
+    def _tombstone(
+        self, ids: Sequence[str], at: float | None, reason: Literal["forgotten", "purged"]
+    ) -> None:
+        for entry_id in ids:
+            held = self._entries.get(entry_id)
+            if held is not None:
+                when = max(at if at is not None else held.updated_at, held.updated_at)
+                self._tombstones[entry_id] = Tombstone(
+                    id=entry_id, fingerprint=held.fingerprint, updated_at=when, reason=reason
+                )
+
+    def _merge(self, merged: MemoryMerged) -> list[str]:
+        gone = [t.id for t in merged.deleted]
+        written = {e.id: e for e in merged.entries}
+        # Checked first, as SQLite's unique index would: the end state holds one active entry
+        # per text.
+        twins = dict(merged.twins)
+        final = {i: e for i, e in self._entries.items() if i not in gone and i not in written}
+        final.update(written)
+        texts = [e.fingerprint for i, e in final.items() if not e.archived and i not in twins]
+        if len(texts) != len(set(texts)):
+            raise StoreConflict("a merge would leave two active entries with one text")
+        for t in merged.deleted:
+            held = self._entries.get(t.id)
+            if held is not None and t.reason == "forgotten":
+                self._forgotten[held.fingerprint] = held.updated_at
+            self._tombstones[t.id] = t
+        self._delete(gone)
+        for loser, kept in merged.twins:
+            held = self._entries.get(loser)
+            if held is not None and not held.archived:
+                self._archive(loser, "superseded", held.updated_at, superseded_by=kept)
+        for entry in written.values():
+            previous = self._entries.get(entry.id)
+            if previous is not None and self._active_by_fp.get(previous.fingerprint) == entry.id:
+                del self._active_by_fp[previous.fingerprint]
+            self._put(entry)
+            self._tombstones.pop(entry.id, None)
+        for e in merged.edges:
+            if e.source in self._entries and e.target in self._entries:
+                key = (e.source, e.target, e.relation)
+                self._edges[key] = min(self._edges.get(key, e.created_at), e.created_at)
+        return list(dict.fromkeys([*gone, *(loser for loser, _ in merged.twins), *written]))
 
     def _check_new(self, batch: Sequence[Entry]) -> None:
         """Refuse a batch that would give an id twice, or two active entries one fingerprint."""
@@ -715,6 +778,22 @@ class MemoryStore:
                 agents.setdefault(f.fingerprint, set()).add(f.agent)
         return sessions, agents
 
+    def shared_entries(self) -> list[Entry]:
+        return sorted(
+            (e for e in self._entries.values() if e.status in SHARED_STATUSES), key=lambda e: e.id
+        )
+
+    def tombstones(self, ids: Sequence[str] | None = None) -> dict[str, Tombstone]:
+        if ids is None:
+            return dict(sorted(self._tombstones.items()))
+        return {i: self._tombstones[i] for i in ids if i in self._tombstones}
+
+    def all_edges(self) -> list[EntryEdge]:
+        return [
+            EntryEdge(source=a, target=b, relation=r, created_at=t)
+            for (a, b, r), t in sorted(self._edges.items())
+        ]
+
     def episodes(self, limit: int, session_id: str | None = None) -> list[Episode]:
         found = [e for e in self._episodes.values() if not session_id or e.session_id == session_id]
         ended = sorted((e for e in found if e.ended_at is not None), key=lambda e: e.id)
@@ -734,6 +813,7 @@ class MemoryStore:
             changes=list(self._changes),
             entries=list(self._entries.values()),
             forgotten=dict(self._forgotten),
+            tombstones=list(self._tombstones.values()),
             edges=[(a, b, rel, t) for (a, b, rel), t in self._edges.items()],
             conflicts=list(self._conflicts.values()),
             aliases=dict(self._aliases),

@@ -120,7 +120,7 @@ _V5 = """
 ALTER TABLE findings ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0;
 """
 
-# Working memory: each session's focused entries (SPEC §9). A graph walk reads edges by either
+# Working memory: each session's focused entries (design §9). A graph walk reads edges by either
 # end; the primary key serves only the source.
 _V6 = """
 CREATE TABLE working_memory (
@@ -133,7 +133,17 @@ CREATE INDEX working_memory_entry ON working_memory(entry_id);
 CREATE INDEX edges_target ON edges(target_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# Entries deleted on purpose (forgotten, purged), by id: the tombstones of the shared file.
+_V7 = """
+CREATE TABLE tombstones (
+    id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    deleted_at REAL NOT NULL,
+    reason TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from memctl.protocol import Category, Edge, Entry, EntryCounts, Note, Source, Status
+from memctl.protocol import Category, Edge, Entry, EntryCounts, EntryEdge, Note, Source, Status
 from memoryd.atomic import fsync_dir
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import section_of
@@ -41,6 +41,7 @@ from memoryd.core.events import (
     Event,
     FindingsDropped,
     FindingsRecorded,
+    MemoryMerged,
     NoteAdded,
     NotesDone,
     QuarantineReviewed,
@@ -51,6 +52,7 @@ from memoryd.core.events import (
     WorkingMemoryFocused,
     WorkingMemoryReleased,
 )
+from memoryd.core.share import SHARED_STATUSES, Tombstone
 from memoryd.store.base import (
     FINDING_PREFIX,
     ID_PREFIX_LIMIT,
@@ -67,6 +69,11 @@ _COLUMNS = (
     "created_at, updated_at"
 )
 _INSERT = f"INSERT INTO entries ({_COLUMNS}) VALUES ({', '.join('?' * 17)})"
+_UPSERT = (
+    _INSERT
+    + " ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c.strip()}=excluded.{c.strip()}" for c in _COLUMNS.split(",")[1:])
+)
 _FINDING_COLUMNS = (
     "id, fingerprint, content, category, importance, confidence, rule_id, agent, session_id,"
     " transcript_offset, file_paths, tags, user_intent, resolved_error, accepted"
@@ -200,14 +207,17 @@ class SqliteStore:
             case EntryStatusChanged(id=i, status=s, updated_at=t):
                 conn.execute("UPDATE entries SET status=?, updated_at=? WHERE id=?", (s, t, i))
                 return [i]
-            case EntriesForgotten(ids=ids):
+            case EntriesForgotten(ids=ids, forgotten_at=at):
                 conn.executemany(
                     "INSERT OR REPLACE INTO forgotten SELECT fingerprint, updated_at FROM entries"
                     " WHERE id=?",
                     [(i,) for i in ids],
                 )
+                self._tombstone(ids, at, "forgotten")
                 self._delete(ids)
                 return list(ids)
+            case MemoryMerged() as merged:
+                return self._merge(merged)
             case EntryDecayed() | EntryExpired() | EntryEvicted() | ArchivePurged():
                 return self._apply_decisions((event,))
             case CompactionApplied(ran_at=ran_at, decisions=decisions, completed=completed):
@@ -355,7 +365,7 @@ class SqliteStore:
         self,
         event: WorkingMemoryFocused | WorkingMemoryReleased | EdgeAdded | NoteAdded | NotesDone,
     ) -> None:
-        """Working memory, edges and notes (SPEC §9)."""
+        """Working memory, edges and notes (design §9)."""
         conn = self._conn
         match event:
             case WorkingMemoryFocused(session_id=session, ids=ids, focused_at=t):
@@ -382,6 +392,53 @@ class SqliteStore:
         conn.executemany("DELETE FROM conflicts WHERE entry_a=? OR entry_b=?", pairs)
         conn.executemany("DELETE FROM working_memory WHERE entry_id=?", [(i,) for i in ids])
 
+    def _tombstone(self, ids: Sequence[str], at: float | None, reason: str) -> None:
+        """Record that these entries were deleted on purpose, at ``at`` or their last update
+        if later (a tombstone must beat the version it deletes)."""
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO tombstones SELECT id, fingerprint,"
+            " max(coalesce(?, updated_at), updated_at), ? FROM entries WHERE id=?",
+            [(at, reason, i) for i in ids],
+        )
+
+    def _merge(self, merged: MemoryMerged) -> list[str]:
+        """Apply a merge (``core.share.plan_merge``): deletions and twins first, then the
+        versions written whole, so that no two active entries ever hold one text."""
+        conn = self._conn
+        gone = [t.id for t in merged.deleted]
+        conn.executemany(
+            "INSERT OR REPLACE INTO forgotten SELECT fingerprint, updated_at FROM entries"
+            " WHERE id=?",
+            [(t.id,) for t in merged.deleted if t.reason == "forgotten"],
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?, ?)",
+            [(t.id, t.fingerprint, t.updated_at, t.reason) for t in merged.deleted],
+        )
+        self._delete(gone)
+        for loser, kept in merged.twins:
+            conn.execute(
+                "UPDATE entries SET archived=1, archived_reason='superseded', superseded_by=?"
+                " WHERE id=? AND archived=0",
+                (kept, loser),
+            )
+        written = [e.id for e in merged.entries]
+        # Out of the active-text index while the new versions go in: one may take the text
+        # another one leaves.
+        conn.executemany("UPDATE entries SET archived=1 WHERE id=?", [(i,) for i in written])
+        conn.executemany(_UPSERT, [_entry_to_row(e) for e in merged.entries])
+        conn.executemany("DELETE FROM tombstones WHERE id=?", [(i,) for i in written])
+        conn.executemany(
+            "INSERT INTO edges SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM entries WHERE id=?)"
+            " AND EXISTS (SELECT 1 FROM entries WHERE id=?) ON CONFLICT DO UPDATE"
+            " SET created_at=min(created_at, excluded.created_at)",
+            [
+                (e.source, e.target, e.relation, e.created_at, e.source, e.target)
+                for e in merged.edges
+            ],
+        )
+        return list(dict.fromkeys([*gone, *(loser for loser, _ in merged.twins), *written]))
+
     def _archive(
         self, ids: Sequence[str], reason: str, at: float, superseded_by: str | None = None
     ) -> None:
@@ -400,7 +457,8 @@ class SqliteStore:
                     self._archive([i], "stale", t)
                 case EntryEvicted(id=i, archived_at=t):
                     self._archive([i], "evicted", t)
-                case ArchivePurged(id=i):
+                case ArchivePurged(id=i, purged_at=t):
+                    self._tombstone([i], t, "purged")
                     self._delete([i])
                 case EntryDecayed():
                     continue  # derived importance: nothing stored changes
@@ -841,6 +899,31 @@ class SqliteStore:
 
     def setting(self, key: str) -> object:
         return self._scalar("SELECT value FROM settings WHERE key=?", (key,))
+
+    # ------------------------------------------------------------------ sharing (core.share)
+
+    def shared_entries(self) -> list[Entry]:
+        marks = ",".join("?" * len(SHARED_STATUSES))
+        return self._select(f"status IN ({marks})", SHARED_STATUSES, "ORDER BY id")
+
+    def tombstones(self, ids: Sequence[str] | None = None) -> dict[str, Tombstone]:
+        sql = "SELECT id, fingerprint, deleted_at, reason FROM tombstones"
+        if ids is None:
+            rows = self._conn.execute(sql + " ORDER BY id").fetchall()
+        else:
+            rows = []
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows += self._conn.execute(f"{sql} WHERE id IN ({marks})", chunk).fetchall()
+        return {i: Tombstone(id=i, fingerprint=f, updated_at=t, reason=r) for i, f, t, r in rows}
+
+    def all_edges(self) -> list[EntryEdge]:
+        rows = self._conn.execute(
+            "SELECT source_id, target_id, relation, created_at FROM edges"
+            " ORDER BY source_id, target_id, relation"
+        )
+        return [EntryEdge(source=a, target=b, relation=r, created_at=t) for a, b, r, t in rows]
 
     def integrity(self) -> str:
         rows = self._conn.execute("PRAGMA integrity_check").fetchall()

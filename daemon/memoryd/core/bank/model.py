@@ -1,4 +1,4 @@
-"""The memory bank model (design §10, design §10): the seven files and their order, validation,
+"""The memory bank model (design §10): the seven files and their order, validation,
 markdown section editing, the append-only decision log and progress checkboxes.
 Pure: text in, text out; the I/O lives in ``memoryd.banks``."""
 

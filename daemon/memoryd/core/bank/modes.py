@@ -1,4 +1,4 @@
-"""Which memory bank files each mode reads and may change (seed 000 §4). Pure.
+"""Which memory bank files each mode reads and may change (design §10). Pure.
 
 ======================  ====================================  ======================================
 mode                    reads                                 writes

@@ -1,5 +1,5 @@
 """Changes to one memory-bank file as the bank cache keeps them until they reach the disk
-(design §10 "In-memory cache"; design §10).
+(design §10, "In-memory cache").
 
 The cache journals the operation a client asked for, not the text it produced. While the change
 waits for the writer, the user may edit the same file in their editor; the operation is then

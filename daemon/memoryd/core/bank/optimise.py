@@ -1,4 +1,4 @@
-"""The rule-based bank optimiser (design §10 Bank budget; design §10, rule-based path).
+"""The rule-based bank optimiser (design §10, Bank budget: the rule-based path).
 
 Above WARN_TOKENS the bank is brought back into the 4–8 K band by moving list items out of the
 volatile sections into archive texts, least valuable first: completed work, then Recent Changes

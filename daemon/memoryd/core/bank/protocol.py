@@ -1,4 +1,4 @@
-"""The memory bank protocol an agent is given (seed 000 §5, §6, §10): the read order, when to
+"""The memory bank protocol an agent is given (design §10): the read order, when to
 update, and the "update memory bank" / "UMB" trigger with the instruction it answers. Pure:
 text only, short, from the one spelling of the file order in ``model``."""
 
@@ -16,7 +16,7 @@ _TRIGGER = re.compile(
     re.IGNORECASE,
 )
 
-# What each file gets in an update (seed 000 §3 update rules, §5.2), in update order.
+# What each file gets in an update (design §10), in update order.
 _WHAT: dict[str, str] = {
     "decisionLog.md": "append a '## Decision: <title>' entry per new decision "
     "(date, status, context, options, rationale); never edit or remove an old one",

@@ -1,4 +1,4 @@
-"""Free text → memory-bank updates by keyword rules (design §10 ``bank_process``, design §10).
+"""Free text → memory-bank updates by keyword rules (design §10, ``bank_process``).
 
 Pure: text and a clock in, ``ProcessedItem`` plans out; the bank service applies them.
 

@@ -1,4 +1,4 @@
-"""Routing rules of ``bank_process`` as data (design §10, design §10): the bank files, the
+"""Routing rules of ``bank_process`` as data (design §10): the bank files, the
 operations, and the default keyword table that ``memoryd.core.bank.router.route`` applies.
 
 A rule is a ``RoutingRule`` (msgspec), so a configuration can supply its own table with the same

@@ -1,4 +1,4 @@
-"""The memory bank's session-start summary (seed 000 §6.1 step 4): the current focus and the
+"""The memory bank's session-start summary (design §10): the current focus and the
 blockers from activeContext.md, the work in progress from progress.md, and the next steps
 (activeContext.md's, else progress.md's Upcoming). Derived from the two files, never the whole
 files: a few short lines, template placeholders left out. Pure: texts in, text out."""

@@ -1,4 +1,4 @@
-"""The starting content of a new memory bank (design §10, design §10 and §7): the seed's section
+"""The starting content of a new memory bank (design §10): the seed's section
 structure with our own placeholder wording, filled from the user's brief and from what a scan of
 the codebase found. Placeholders are HTML comments, so they never show as content."""
 

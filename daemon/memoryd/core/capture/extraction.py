@@ -1,4 +1,4 @@
-"""Extraction: transcript messages in, session findings out (design §6, design §6).
+"""Extraction: transcript messages in, session findings out (design §6).
 
 Pure and deterministic: the same messages and rules always give the same findings, in the same
 order, with the same ids (derived from session and fingerprint), so a checkpoint can re-run it over

@@ -1,4 +1,4 @@
-"""Promotion (design §7, design §7): which session findings become project memory, and the
+"""Promotion (design §7): which session findings become project memory, and the
 24-hour quarantine of what was promoted. Pure: data and a clock in, decisions out.
 
 Nothing captured from a transcript is ever pinned automatically. A promoted finding becomes a

@@ -1,13 +1,13 @@
-"""The token budget of an injection payload (design §5 Budget; design §5, made consistent).
+"""The token budget of an injection payload (design §5, Budget).
 
 total = min(ceiling, floor(remaining_context × 0.08)). Four tiers in priority order share it;
 each gets a floor of 200 tokens when the total allows, and what a tier leaves unused flows to the
 next. Items are packed whole, in the order given, and the payload never exceeds the total.
 
 A session start may add two tiers, ranked right after the always-inject tier: the instruction
-files (SPEC §11; seed 003) and the memory bank's summary and protocol (seed 000 §6.1, §10). They
+files (design §11) and the memory bank's summary and protocol (design §10). They
 are paid for by the session bridge, which has little to carry when a session starts, so every
-other tier keeps its SPEC share; a payload without them is allocated exactly as before.
+other tier keeps its design share; a payload without them is allocated exactly as before.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ FUNDED_BY = "session"
 # Every tier in priority order: the extra ones rank right after the always-inject tier.
 ORDER: tuple[str, ...] = (TIERS[0], *EXTRA_TIERS, *TIERS[1:])
 # Tiers whose items come weakest first (instruction files: the strongest sits closest to the
-# prompt, seed 003 §2) but are kept strongest first when they do not all fit.
+# prompt, design §11) but are kept strongest first when they do not all fit.
 FROM_END = frozenset({"instructions"})
 TIER_FLOOR = 200
 CONTEXT_SHARE = 0.08

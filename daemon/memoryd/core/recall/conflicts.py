@@ -1,4 +1,4 @@
-"""Conflict detection (design §5; design §5): two entries that say opposite things about the
+"""Conflict detection (design §5): two entries that say opposite things about the
 same subject. Opposition pairs only count between entries sharing a file path or a category
 and enough content words, so unrelated entries are never flagged."""
 

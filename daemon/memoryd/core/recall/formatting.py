@@ -1,4 +1,4 @@
-"""Rendering an injection payload in each agent's format (design §5 Formats; design §5).
+"""Rendering an injection payload in each agent's format (design §5 Formats).
 
 Every piece of text that comes from memory is sanitised first: control, zero-width and bidi
 characters are stripped and line breaks folded, so an entry is always one line that cannot start

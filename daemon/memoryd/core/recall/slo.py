@@ -1,4 +1,4 @@
-"""The retrieval SLO monitor (design §5; design §5): a rolling window of latencies that
+"""The retrieval SLO monitor (design §5): a rolling window of latencies that
 switches retrieval to a cheaper mode when p95 is too high and back when it recovers."""
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 from memoryd import messages
 from memoryd.banks.service import BankService
 from memoryd.server.context import DaemonContext
+from memoryd.share import is_share_file
 
 InternalHandler = Callable[[DaemonContext, Any], None]
 # How long a session may stay quiet before its working memory goes, when capture (whose
@@ -31,7 +32,10 @@ def reload(ctx: DaemonContext, message: messages.ReloadRequested) -> None:
 
 
 def file_changed(ctx: DaemonContext, message: messages.FileChanged) -> None:
-    if ctx.banks is not None and BankService.is_lifecycle_file(message.path):
+    if is_share_file(message.path):
+        if ctx.share is not None:
+            ctx.share.file_changed(message.path)
+    elif ctx.banks is not None and BankService.is_lifecycle_file(message.path):
         ctx.banks.file_changed(message.path)
     elif ctx.banks is not None and ctx.banks.is_instruction_file(message.path):
         ctx.banks.instruction_file_changed(message.path)
@@ -42,6 +46,11 @@ def file_changed(ctx: DaemonContext, message: messages.FileChanged) -> None:
 def banks_written(ctx: DaemonContext, message: messages.BanksWritten) -> None:
     if ctx.banks is not None and ctx.bank_writer is not None:
         ctx.banks.written(ctx.bank_writer.results())
+
+
+def shares_written(ctx: DaemonContext, message: messages.SharesWritten) -> None:
+    if ctx.share is not None and ctx.share_writer is not None:
+        ctx.share.written(ctx.share_writer.results())
 
 
 def wake(ctx: DaemonContext, message: messages.Wake) -> None:
@@ -64,6 +73,8 @@ def _index_commit(ctx: DaemonContext) -> None:
         project.sync_index()
     if ctx.capture is not None:
         ctx.capture.save_cursors()
+    if ctx.share is not None:
+        ctx.share.retry_failed()
 
 
 def _bank_sync(ctx: DaemonContext) -> None:
@@ -111,6 +122,7 @@ INTERNAL_HANDLERS: dict[type[messages.Internal], InternalHandler] = {
     messages.ReloadRequested: reload,
     messages.FileChanged: file_changed,
     messages.BanksWritten: banks_written,
+    messages.SharesWritten: shares_written,
     messages.Wake: wake,
     messages.Tick: tick,
 }

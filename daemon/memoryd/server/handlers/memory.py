@@ -1,5 +1,5 @@
 """Handlers of project memory: entries (remember, search, list, forget, pin, import, export), the
-payload (inject, budget), aliases, learning settings (auto, preset), episodes, and seed 001's
+payload (inject, budget), aliases, learning settings (auto, preset), episodes, and design §9's
 working memory (focus, release), graph (connect, graph) and notes."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from memoryd.core.errors import Unavailable
 from memoryd.server.context import DaemonContext, Handler, Parked
 
 COMPACT_WAIT_S = 25.0  # within memctl's bulk budget; a longer run goes on in the background
+SHARE_WAIT_S = 10.0  # `share on` answers once the file is written, or says it is pending
 
 
 def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
@@ -58,7 +59,8 @@ def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
 
 def export(ctx: DaemonContext, req: p.Export) -> p.ExportResult:
     project = ctx.registry.get(req.project)
-    return p.ExportResult(entries=project.export(req.include_archived))
+    entries = project.export(req.include_archived, req.include_all)
+    return p.ExportResult(entries=entries, edges=project.edges_among({e.id for e in entries}))
 
 
 def budget(ctx: DaemonContext, req: p.Budget) -> p.BudgetResult:
@@ -167,6 +169,24 @@ def notes(ctx: DaemonContext, req: p.Notes) -> p.NotesResult:
     return ctx.registry.get(req.project).notes(req.done)
 
 
+def share(ctx: DaemonContext, req: p.Share) -> p.ShareResult | Parked:
+    """Run again until the file holds every change (idempotent: the setting is already set)."""
+    if ctx.share is None:
+        raise Unavailable("sharing is not running in this daemon")
+    project = ctx.registry.get(req.project)
+    if req.state is not None:
+        ctx.share.set(project, req.state == "on")
+        ctx.share.step()  # the first write starts now, not at the end of the loop turn
+    service = ctx.share
+    if not service.pending(project):
+        return service.status(project)
+    return Parked(
+        time.monotonic() + SHARE_WAIT_S,
+        service.status(project),
+        ready=lambda: not service.pending(project),
+    )
+
+
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Remember: remember,
     p.Search: search,
@@ -196,4 +216,5 @@ HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Graph: graph,
     p.NoteAdd: note,
     p.Notes: notes,
+    p.Share: share,
 }
