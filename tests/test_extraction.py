@@ -742,6 +742,13 @@ def test_remembered_text_matches_what_capture_extracts() -> None:
     assert hook_text is not None and len(intent) == 1
     assert fingerprint(hook_text) == intent[0].fingerprint
     assert remembered_text("nothing to keep here", "claude") is None
+    # Other statements of the user's are findings for promotion and review, not entries now.
+    for prompt in (
+        "Please fix the login bug by adding a retry loop around the call",
+        "I want the tests to stay dependency free, keep it that way",
+        "Don't use bcrypt in this project, we use argon2 instead",
+    ):
+        assert remembered_text(prompt, "claude") is None, prompt
 
 
 # --------------------------------------------------------------------------- the user's voice

@@ -135,6 +135,12 @@ def test_remember_in_a_prompt_keeps_the_clause_and_is_not_sent_back(
     ruff = [e["content"] for e in ok_json(env, "list")["entries"] if "ruff" in e["content"]]
     assert ruff == ["we use ruff, never flake8"]  # one entry: the same words twice
 
+    # A prompt without the marker stores nothing now: what the user says otherwise is a finding
+    # for promotion and review, never a confirmed entry from the hook.
+    before = ok_json(env, "list")["total"]
+    hook(env, "UserPromptSubmit", path, prompt="Please keep the retry loop around the login call")
+    assert ok_json(env, "list")["total"] == before
+
     # When the transcript is captured, the prompt's finding is the same text: one entry still.
     say(env, path, "user", PROMPT, 0)
     hook(env, "SessionEnd", path, reason="exit")

@@ -342,6 +342,9 @@ class _Prompt(msgspec.Struct, frozen=True, kw_only=True):
     tool_results: tuple[Any, ...] = ()
 
 
+REMEMBER_RULES = "remember."  # the rule ids of an explicit request to keep something
+
+
 def remembered_text(
     prompt: str,
     agent: str,
@@ -351,7 +354,9 @@ def remembered_text(
 ) -> str | None:
     """What a ``remember:`` in a prompt asks to keep, worded exactly as capture will word the
     same prompt when it reads the transcript: the hook's entry and capture's finding then share
-    a fingerprint, so one request never becomes two entries."""
-    intent = [rule for rule in rules if rule.user_intent]
+    a fingerprint, so one request never becomes two entries. Only the marker rules
+    (``remember.*``) count here: any other statement of the user's ("please …", "I want …") is
+    a finding that goes through promotion and review, never a confirmed entry from the hook."""
+    intent = [rule for rule in rules if rule.user_intent and rule.id.startswith(REMEMBER_RULES)]
     found = extract([_Prompt(text=prompt, agent=agent)], intent, redact=redact)
     return found[0].content if found else None
