@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from memctl.protocol import Entry, EntryEdge, Remember, Source
+from memctl.protocol import Edge, Entry, Remember, Source
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
@@ -100,8 +100,8 @@ def test_render_is_sorted_shared_only_and_leaves_local_details_out() -> None:
     c = entry("c3", "maybe try uv", 12.0, status="candidate")
     tomb = share.Tombstone(id="a0", updated_at=9.0, fingerprint="x")
     edges = [
-        EntryEdge(source="b1", target="a2", relation="depends_on", created_at=1.0),
-        EntryEdge(source="c3", target="a2", relation="enables", created_at=1.0),  # candidate end
+        Edge(source="b1", target="a2", relation="depends_on", created_at=1.0),
+        Edge(source="c3", target="a2", relation="enables", created_at=1.0),  # candidate end
     ]
     data = share.render([a, b, c], [tomb], edges)
     got = lines(data)
@@ -158,7 +158,7 @@ def test_collapse_keeps_the_newest_version_and_a_tombstone_wins_a_tie() -> None:
     old = share.to_shared(entry("a1", "Use UTC", 10.0))
     new = msgspec.structs.replace(old, status="pinned", updated_at=20.0)
     tie = share.Tombstone(id="a1", updated_at=20.0)
-    edge = EntryEdge(source="a1", target="b2", relation="enables", created_at=5.0)
+    edge = Edge(source="a1", target="b2", relation="enables", created_at=5.0)
     earlier = msgspec.structs.replace(edge, created_at=3.0)
     collapsed = share.collapse([new, old, edge, tie, new, earlier, old])
     assert collapsed.versions == {"a1": tie}

@@ -366,7 +366,7 @@ class ImportResult(msgspec.Struct, kw_only=True):
 
 class ExportResult(msgspec.Struct, kw_only=True):
     entries: list[Entry]
-    edges: list[EntryEdge] = []  # those between two exported entries
+    edges: list[Edge] = []  # those between two exported entries
 
 
 class AuditEvent(msgspec.Struct, kw_only=True):
@@ -1119,8 +1119,9 @@ class ReleaseResult(msgspec.Struct, kw_only=True):
     released: int  # entries let go, over those sessions
 
 
-class Edge(msgspec.Struct, frozen=True, kw_only=True):
-    """A typed link of the knowledge graph (design §2): ``source`` relation ``target``."""
+class Edge(msgspec.Struct, tag_field="type", tag="edge", frozen=True, kw_only=True):
+    """A typed link of the knowledge graph (design §2): ``source`` relation ``target``; tagged,
+    as it is also a line of an export and of the shared file."""
 
     source: str
     target: str
@@ -1218,15 +1219,6 @@ class Notes(Request[NotesResult], tag="notes"):
 
 # --------------------------------------------------------------------------- sharing through git
 # (design §3: `.memoryd/memory.jsonl`, merged with `merge=union`)
-
-
-class EntryEdge(msgspec.Struct, tag_field="type", tag="edge", frozen=True, kw_only=True):
-    """A typed edge of the knowledge graph, as exported and as a line of the shared file."""
-
-    source: str
-    target: str
-    relation: str
-    created_at: float
 
 
 class ShareResult(msgspec.Struct, kw_only=True):

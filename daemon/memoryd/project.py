@@ -334,7 +334,7 @@ class ProjectMemory:
             except (msgspec.DecodeError, msgspec.ValidationError, BadRequest, TooLarge) as exc:
                 rejected.append(p.RejectedLine(line=number, reason=str(exc)))
         imported = len(self.import_entries(candidates))
-        versions = sum(not isinstance(r, p.EntryEdge) for r in records)
+        versions = sum(not isinstance(r, p.Edge) for r in records)
         merged = self.merge_shared(records, (), origin="import")
         changed = len(merged.entries) + len(merged.deleted)
         return p.ImportResult(
@@ -772,7 +772,7 @@ class ProjectMemory:
             or ((include_archived or not e.archived) and e.status in core_share.SHARED_STATUSES)
         ]
 
-    def edges_among(self, ids: set[str]) -> list[p.EntryEdge]:
+    def edges_among(self, ids: set[str]) -> list[p.Edge]:
         """The edges whose two ends are among ``ids``."""
         return [e for e in self.store.all_edges() if e.source in ids and e.target in ids]
 

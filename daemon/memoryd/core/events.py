@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-from memctl.protocol import ArchivedReason, Category, Entry, EntryEdge, Relation, Status
+from memctl.protocol import ArchivedReason, Category, Edge, Entry, Relation, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import PromotionDecision, QuarantineOutcome
 from memoryd.core.share import Malformed, Tombstone
@@ -339,7 +339,7 @@ class MemoryMerged(msgspec.Struct, tag="memory_merged", frozen=True, kw_only=Tru
     entries: tuple[Entry, ...] = ()
     deleted: tuple[Tombstone, ...] = ()
     twins: tuple[tuple[str, str], ...] = ()  # (archived id, kept id)
-    edges: tuple[EntryEdge, ...] = ()
+    edges: tuple[Edge, ...] = ()
     skipped: tuple[Malformed, ...] = ()
     merged_at: float
 

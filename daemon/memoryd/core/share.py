@@ -23,8 +23,9 @@ import msgspec
 from memctl.protocol import (
     ArchivedReason,
     Category,
+    Edge,
     Entry,
-    EntryEdge,
+    Relation,
     Source,
     SourceKind,
     Status,
@@ -89,9 +90,9 @@ class Tombstone(msgspec.Struct, tag_field="type", tag="tombstone", frozen=True, 
     reason: Literal["forgotten", "purged"] = "forgotten"
 
 
-Record = SharedEntry | Tombstone | EntryEdge
+Record = SharedEntry | Tombstone | Edge
 Version = SharedEntry | Tombstone
-EdgeKey = tuple[str, str, str]
+EdgeKey = tuple[str, str, Relation]
 
 _decoder = msgspec.json.Decoder(Record)
 _any = msgspec.json.Decoder()
@@ -159,7 +160,7 @@ _SOURCE_FIELDS = frozenset(SharedSource.__struct_fields__)
 def clean(record: Record) -> Record:
     """The checks of a hand-written entry (redaction, length, tags, paths) applied to one read
     from a file: a teammate's file is input like any other."""
-    if isinstance(record, EntryEdge):
+    if isinstance(record, Edge):
         if record.relation not in RELATIONS:
             raise msgspec.ValidationError(f"unknown relation {record.relation!r}")
         if record.source == record.target:
@@ -202,7 +203,7 @@ def to_shared(entry: Entry) -> SharedEntry:
     )
 
 
-def line(version: Version | EntryEdge) -> bytes:
+def line(version: Version | Edge) -> bytes:
     """One line of the file, without its newline."""
     return _encoder.encode(version)
 
@@ -215,7 +216,7 @@ def lines_of(entries: Iterable[Entry], tombstones: Iterable[Tombstone]) -> dict[
     return found
 
 
-def join(lines: Mapping[str, bytes], edges: Iterable[EntryEdge], shared: Container[str]) -> bytes:
+def join(lines: Mapping[str, bytes], edges: Iterable[Edge], shared: Container[str]) -> bytes:
     """The file from its version lines (by id) and the edges between ``shared`` entries."""
     links = sorted(
         (e for e in edges if e.source in shared and e.target in shared),
@@ -226,7 +227,7 @@ def join(lines: Mapping[str, bytes], edges: Iterable[EntryEdge], shared: Contain
 
 
 def render(
-    entries: Iterable[Entry], tombstones: Iterable[Tombstone], edges: Iterable[EntryEdge]
+    entries: Iterable[Entry], tombstones: Iterable[Tombstone], edges: Iterable[Edge]
 ) -> bytes:
     """The shared file for a store: its confirmed and pinned entries and its tombstones sorted
     by id, then the edges between shared entries, one JSON object a line. The same store gives
@@ -252,14 +253,14 @@ class Collapsed(msgspec.Struct, frozen=True, kw_only=True):
     """One version per id and one edge per key: what a union merge's duplicates come to."""
 
     versions: dict[str, Version]
-    edges: dict[EdgeKey, EntryEdge]
+    edges: dict[EdgeKey, Edge]
 
 
 def collapse(records: Iterable[Record]) -> Collapsed:
     versions: dict[str, Version] = {}
-    edges: dict[EdgeKey, EntryEdge] = {}
+    edges: dict[EdgeKey, Edge] = {}
     for record in records:
-        if isinstance(record, EntryEdge):
+        if isinstance(record, Edge):
             key = (record.source, record.target, record.relation)
             held = edges.get(key)
             if held is None or record.created_at < held.created_at:  # the first time it existed
@@ -300,7 +301,7 @@ class MergePlan(msgspec.Struct, frozen=True, kw_only=True):
     added: int = 0  # of ``entries``, those the store did not hold
     deleted: tuple[Tombstone, ...] = ()
     twins: tuple[tuple[str, str], ...] = ()  # (archived id, kept id)
-    edges: tuple[EntryEdge, ...] = ()
+    edges: tuple[Edge, ...] = ()
     unchanged: int = 0  # versions no newer than the store's
 
     def empty(self) -> bool:
@@ -341,7 +342,7 @@ def to_entry(version: SharedEntry, held: Entry | None) -> Entry:
 
 def plan_merge(
     winners: Iterable[Version],
-    edges: Iterable[EntryEdge],
+    edges: Iterable[Edge],
     *,
     local: Mapping[str, Entry],
     owners: Mapping[str, Entry],
@@ -377,7 +378,7 @@ def plan_merge(
         # The kept twin replaces the other, dated by the loser's own time on every machine.
         links.setdefault(
             (kept, loser, "replaces"),
-            EntryEdge(source=kept, target=loser, relation="replaces", created_at=at),
+            Edge(source=kept, target=loser, relation="replaces", created_at=at),
         )
     # Twins exist by construction (held here, or written by this plan).
     alive = (set(present) | set(entries) | {i for t in twins for i in t[:2]}) - gone

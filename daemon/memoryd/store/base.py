@@ -21,7 +21,7 @@ from typing import Protocol
 
 import msgspec
 
-from memctl.protocol import Category, Edge, Entry, EntryCounts, EntryEdge, Note, Status
+from memctl.protocol import Category, Edge, Entry, EntryCounts, Note, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import Episode, Event
 from memoryd.core.share import Tombstone
@@ -217,7 +217,7 @@ class Store(Protocol):
         """id → tombstone of the entries deleted on purpose (of ``ids``, or all)."""
         ...
 
-    def all_edges(self) -> list[EntryEdge]:
+    def all_edges(self) -> list[Edge]:
         """Every edge, ordered by source, target, relation."""
         ...
 

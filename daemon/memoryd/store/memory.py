@@ -20,8 +20,8 @@ from memctl.protocol import (
     Edge,
     Entry,
     EntryCounts,
-    EntryEdge,
     Note,
+    Relation,
     Status,
 )
 from memoryd.atomic import write_atomic
@@ -98,7 +98,7 @@ class _Snapshot(msgspec.Struct, kw_only=True):
     changes: list[tuple[int, str]]
     entries: list[Entry]
     forgotten: dict[str, float]
-    edges: list[tuple[str, str, str, float]]
+    edges: list[tuple[str, str, Relation, float]]
     tombstones: list[Tombstone] = []
     conflicts: list[_Conflict]
     aliases: dict[str, tuple[str, ...]]
@@ -130,7 +130,7 @@ class MemoryStore:
         self._active_by_fp: dict[str, str] = {}  # fingerprint → id of the active entry
         self._forgotten: dict[str, float] = {}
         self._tombstones: dict[str, Tombstone] = {}
-        self._edges: dict[tuple[str, str, str], float] = {}
+        self._edges: dict[tuple[str, str, Relation], float] = {}
         self._conflicts: dict[tuple[str, str], _Conflict] = {}
         self._aliases: dict[str, tuple[str, ...]] = {}
         self._settings: dict[str, Setting] = {}
@@ -657,7 +657,7 @@ class MemoryStore:
     def edges(self, ids: Sequence[str]) -> list[Edge]:
         wanted = set(ids)
         return [
-            Edge(source=a, target=b, relation=rel, created_at=t)  # type: ignore[arg-type]
+            Edge(source=a, target=b, relation=rel, created_at=t)
             for (a, b, rel), t in sorted(self._edges.items())
             if a in wanted or b in wanted
         ]
@@ -788,9 +788,9 @@ class MemoryStore:
             return dict(sorted(self._tombstones.items()))
         return {i: self._tombstones[i] for i in ids if i in self._tombstones}
 
-    def all_edges(self) -> list[EntryEdge]:
+    def all_edges(self) -> list[Edge]:
         return [
-            EntryEdge(source=a, target=b, relation=r, created_at=t)
+            Edge(source=a, target=b, relation=r, created_at=t)
             for (a, b, r), t in sorted(self._edges.items())
         ]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from memctl.protocol import Category, Edge, Entry, EntryCounts, EntryEdge, Note, Source, Status
+from memctl.protocol import Category, Edge, Entry, EntryCounts, Note, Source, Status
 from memoryd.atomic import fsync_dir
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import section_of
@@ -918,12 +918,12 @@ class SqliteStore:
                 rows += self._conn.execute(f"{sql} WHERE id IN ({marks})", chunk).fetchall()
         return {i: Tombstone(id=i, fingerprint=f, updated_at=t, reason=r) for i, f, t, r in rows}
 
-    def all_edges(self) -> list[EntryEdge]:
+    def all_edges(self) -> list[Edge]:
         rows = self._conn.execute(
             "SELECT source_id, target_id, relation, created_at FROM edges"
             " ORDER BY source_id, target_id, relation"
         )
-        return [EntryEdge(source=a, target=b, relation=r, created_at=t) for a, b, r, t in rows]
+        return [Edge(source=a, target=b, relation=r, created_at=t) for a, b, r, t in rows]
 
     def integrity(self) -> str:
         rows = self._conn.execute("PRAGMA integrity_check").fetchall()
