@@ -120,12 +120,14 @@ def test_both_section_and_category_is_a_tool_error(env: Env, daemon: object) -> 
     assert "not both" in error_text(with_server(env, script))
 
 
-def test_bank_write_then_read_and_a_path_outside_the_bank_is_a_tool_error(
+def test_bank_init_write_read_and_a_path_outside_the_bank_is_a_tool_error(
     env: Env, daemon: object
 ) -> None:
     text = "# Active Context\n\n## Current Focus\n\nThe MCP server.\n"
 
     async def script(client: Client) -> tuple[Any, ...]:
+        init = await client.call_tool("initialize_memory_bank", {"brief": "A payments API"})
+        brief = await client.call_tool("memory_bank_read", {"name": "projectBrief.md"})
         written = await client.call_tool(
             "memory_bank_write", {"name": "activeContext.md", "content": text}
         )
@@ -134,13 +136,23 @@ def test_bank_write_then_read_and_a_path_outside_the_bank_is_a_tool_error(
             "memory_bank_write", {"name": "../x.md", "content": "# X\n"}
         )
         listed = await client.call_tool("list_project_files", {})  # the server lives on
-        return structured(written), structured(read), escaped, structured(listed)
+        return (
+            structured(init),
+            structured(brief),
+            structured(written),
+            structured(read),
+            escaped,
+            structured(listed),
+        )
 
-    written, read, escaped, listed = with_server(env, script)
+    init, brief, written, read, escaped, listed = with_server(env, script)
+    assert "projectBrief.md" in init["created"]
+    assert "A payments API" in brief["content"]
     assert written["success"]
     assert read["content"] == text
     assert "forbidden: '../x.md'" in error_text(escaped)
-    assert [f["name"] for f in listed["files"]] == ["activeContext.md"]
+    names = [f["name"] for f in listed["files"]]
+    assert "activeContext.md" in names and "projectBrief.md" in names
     assert not (env.project / "x.md").exists()
 
 
