@@ -33,7 +33,9 @@ from typing import (
 
 import msgspec
 
-PROTOCOL_VERSION = 2  # 2: every result typed (status, audit, bank activate, files list)
+# 2: every result typed (status, audit, bank activate, files list); 3: a bank problem may be a
+# secret in a file the user edited.
+PROTOCOL_VERSION = 3
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 Category = Literal[
@@ -400,7 +402,7 @@ class BankInitResult(msgspec.Struct, kw_only=True):
 
 class BankProblem(msgspec.Struct, kw_only=True):
     file: str
-    kind: Literal["empty", "no_header", "unreadable"]
+    kind: Literal["empty", "no_header", "unreadable", "secret"]
     message: str
 
 

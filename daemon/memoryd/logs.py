@@ -10,10 +10,13 @@ import logging
 import logging.handlers
 import os
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 import structlog
+
+from memoryd.core.redaction import redact
 
 _LOGGER = "memoryd"
 _SHARED: list[Any] = [
@@ -27,10 +30,22 @@ def _formatter(renderer: Any) -> logging.Formatter:
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
+            _redacted,
             renderer,
         ],
         foreign_pre_chain=_SHARED,
     )
+
+
+def _redacted(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """No secret reaches a log line: a message, a field or a traceback (an exception's text
+    can quote the input that caused it) is redacted like everything memory keeps."""
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = redact(value).text
+    return event
 
 
 class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):

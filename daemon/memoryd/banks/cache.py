@@ -59,6 +59,7 @@ from memoryd.core.errors import (
     Unavailable,
 )
 from memoryd.core.projects import slug as project_slug
+from memoryd.core.redaction import redact
 
 BANK_TYPE = "memory-bank"
 MAX_CLEAN_BANKS = 32  # banks kept with nothing pending; the least recently used are dropped
@@ -541,7 +542,10 @@ class BankCache:
             for key, cached in self._banks.items()
         }
         self._dump_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomic(self._dump_path, msgspec.json.format(msgspec.json.encode(state), indent=2))
+        # The cache holds the user's own files too: the dump, a diagnostic, is redacted whole
+        # (a marker holds no quote, so the JSON stays JSON).
+        text = msgspec.json.format(msgspec.json.encode(state), indent=2).decode()
+        write_atomic(self._dump_path, redact(text).text.encode())
 
 
 def _modified(file: CachedFile) -> float:

@@ -29,6 +29,7 @@ from memoryd.core.bank.ops import MAX_FILE_BYTES
 from memoryd.core.bank.optimise import WARN_TOKENS
 from memoryd.core.bank.templates import render_templates
 from memoryd.core.errors import BadRequest, EntryNotFound, Forbidden, TooLarge
+from memoryd.core.redaction import redact
 
 FILE_MODE = 0o644  # bank files live in the project's repository, readable like the code
 
@@ -203,7 +204,11 @@ class Bank:
         files that exist elsewhere than on disk (in the daemon's cache, not yet written)."""
         if not self.project_root.is_dir():
             raise EntryNotFound(f"project directory {self.project_root} does not exist")
-        files = render_templates(brief, scan_codebase(self.project_root))
+        # The brief and what the scan read from the project are redacted like an entry.
+        files = {
+            name: redact(text).text
+            for name, text in render_templates(brief, scan_codebase(self.project_root)).items()
+        }
         paths = {name: resolve(self.dir, name) for name in files}  # refuses before creating
         self._make_dirs(paths[bank.PROGRESS])
         created, existing = [], []

@@ -142,14 +142,18 @@ class BankService:
         self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
     ) -> p.BankWriteResult:
         """Create or replace a whole file (decisionLog.md: only keeping its existing entries)."""
-        submit = partial(self.cache.write, name=name, content=content, request=request)
+        # What the daemon writes is redacted like an entry (design §6); a user's own edits on
+        # disk are theirs, and `bank validate` reports a secret in them.
+        submit = partial(self.cache.write, name=name, content=redact(content).text, request=request)
         return self._change(cwd, mode, name, submit)
 
     def update(
         self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
     ) -> p.BankWriteResult:
         """Merge sections into an existing file (``memoryd.core.bank.update``)."""
-        submit = partial(self.cache.update, name=name, content=content, request=request)
+        submit = partial(
+            self.cache.update, name=name, content=redact(content).text, request=request
+        )
         return self._change(cwd, mode, name, submit)
 
     def _change(
@@ -438,8 +442,10 @@ class BankService:
         return msgspec.convert(self._files(cwd).files_show(), p.FilesShowResult)
 
     def save_memory(self, req: p.SaveMemory) -> p.SaveMemoryResult:
+        # MEMORY.md is meant to be committed: what an agent or a user saves there is redacted,
+        # and the diff shown is the text that would be written.
         saved = self._files(req.project).save_memory(
-            req.content, req.section, req.target, confirm=req.confirm
+            redact(req.content).text, req.section, req.target, confirm=req.confirm
         )
         return _convert(saved, p.SaveMemoryResult)
 

@@ -16,12 +16,14 @@ import zmq
 from memctl import protocol as p
 from memoryd import messages
 from memoryd.core.errors import MemorydError
+from memoryd.core.redaction import redact
 from memoryd.server.context import DaemonContext, Parked, RunState, unique_id
 from memoryd.server.handlers import HANDLERS
 from memoryd.server.handlers.internal import INTERNAL_HANDLERS
 
 DRAIN_BATCH = 64
 CLOSE_LINGER_MS = 1000
+ERROR_MESSAGE_MAX = 2_000  # characters of an error reply's message
 KNOWN_OPS = frozenset(str(t.__struct_config__.tag) for t in p.REQUEST_TYPES)
 
 
@@ -169,7 +171,7 @@ class Server:
                 # sender still hears back instead of waiting out its budget.
                 self._log.exception("request_failed")
                 failure = p.Error(
-                    id=None, code=p.ErrorCode.INTERNAL, message=f"internal error: {exc}"
+                    id=None, code=p.ErrorCode.INTERNAL, message=_redacted(f"internal error: {exc}")
                 )
                 self._send(frames[:1], p.encode(failure))
 
@@ -289,7 +291,15 @@ class Server:
         started: float,
         op: str = "-",
     ) -> bytes:
-        reply.previous_errors = self.context.errors.take()
+        # An error may quote the request that caused it (a name, a keyword, a decode error's
+        # input), a background error the text it failed on: redacted here, the one place every
+        # reply passes. Cut first, so redaction never runs over a huge echo.
+        reply.previous_errors = [
+            msgspec.structs.replace(e, description=_redacted(e.description))
+            for e in self.context.errors.take()
+        ]
+        if isinstance(reply, p.Error):
+            reply.message = _redacted(reply.message)
         if self.context.lifecycle.wait_for_client:
             self._watch_disconnects()
         encoded = p.encode(reply)
@@ -392,3 +402,7 @@ def _ignore(signum: int, frame: object) -> None:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _redacted(message: str) -> str:
+    return redact(message[:ERROR_MESSAGE_MAX]).text

@@ -14,6 +14,7 @@ import msgspec
 
 from memoryd.core.bank.rules import BankFile
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
+from memoryd.core.redaction import redact
 
 # Most stable first (design §10). Sessions read 1→7; updates go the other way (7→1, as
 # seed §2.2 and §14 and design §10 say; seed §5.2's list differs slightly), so the volatile files
@@ -57,7 +58,7 @@ class Section(msgspec.Struct, frozen=True):
 
 class Problem(msgspec.Struct, frozen=True):
     file: str
-    kind: Literal["empty", "no_header", "unreadable"]
+    kind: Literal["empty", "no_header", "unreadable", "secret"]
     message: str
 
 
@@ -203,6 +204,10 @@ def validate(files: Mapping[str, str | None]) -> ValidationReport:
             problems.append(Problem(name, "empty", f"{name} is empty"))
         elif not sections(content):
             problems.append(Problem(name, "no_header", f"{name} has no markdown header"))
+        # The daemon redacts what it writes; a secret here came from an edit of the user's.
+        kinds = redact(content).kinds
+        if kinds:
+            problems.append(Problem(name, "secret", _secret_message(name, kinds)))
     missing_required = [n for n in REQUIRED if n not in present]
     return ValidationReport(
         valid=not missing_required and not problems,
@@ -210,6 +215,13 @@ def validate(files: Mapping[str, str | None]) -> ValidationReport:
         missing_recommended=[n for n in RECOMMENDED if n not in present],
         problems=problems,
         empty=not any(n in present for n in FILES),
+    )
+
+
+def _secret_message(name: str, kinds: tuple[str, ...]) -> str:
+    return (
+        f"{name} holds what looks like a secret ({', '.join(kinds)}): remove it from the file;"
+        " memoryd redacts it from everything it keeps, but the file is yours and may be committed"
     )
 
 
