@@ -794,7 +794,7 @@ class ProjectMemory:
         if self._share_lines is None:
             entries = self.store.shared_entries()
             self._share_lines = core_share.lines_of(entries, self.store.tombstones().values())
-            self._share_entries = {e.id for e in entries}
+            self._share_entries = {e.id for e in entries if core_share.is_shared(e)}
             self._share_dirty.clear()
         if self._share_dirty:
             ids = sorted(self._share_dirty)
@@ -818,10 +818,13 @@ class ProjectMemory:
         malformed: Sequence[core_share.Malformed],
         *,
         origin: str,
+        arrival_is_use: bool = False,
     ) -> core_share.MergePlan:
         """Merge shared versions (a shared file's lines, an import's) into memory: what is newer
         than the store's own, as one audited event (``MemoryMerged``). A file with bad lines is
-        recorded too, even when nothing else changes, so that the lines are not lost."""
+        recorded too, even when nothing else changes, so that the lines are not lost.
+        ``arrival_is_use``: an entry new here counts as used when it arrived (the shared file
+        carries no use; an export does, and an import keeps what it says)."""
         collapsed = core_share.collapse(records)
         if not collapsed.versions and not collapsed.edges and not malformed:
             return core_share.MergePlan()
@@ -849,6 +852,7 @@ class ProjectMemory:
             present=present,
             local_edges=local_edges,
             total=len(collapsed.versions),
+            now=self._clock() if arrival_is_use else None,
         )
         if not plan.empty() or malformed:
             self.commit(

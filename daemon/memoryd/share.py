@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from memctl import protocol as p
 from memoryd.atomic import write_atomic
 from memoryd.background import BackgroundErrors
 from memoryd.core import share as core_share
+from memoryd.core.errors import BadRequest
 from memoryd.fifo import FifoWriter
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
@@ -55,9 +57,34 @@ def _hash(data: bytes | None) -> str:
 
 def _read(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def unsafe(root: Path) -> str | None:
+    """Why the project's shared file must not be used, or None. It comes with a repository, so
+    a link in its place is refused: ``.memoryd`` linked to another project's would write this
+    project's memory there, and ``memory.jsonl`` linked to any file would read that file into
+    memory (and the audit log)."""
+    folder = root / core_share.SHARE_DIR
+    for path, kind, is_kind in (
+        (folder, "a directory", stat.S_ISDIR),
+        (folder / core_share.SHARE_FILE, "a regular file", stat.S_ISREG),
+    ):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"cannot read {path}: {exc.strerror or exc}"
+        if stat.S_ISLNK(mode):
+            return f"{path} is a symbolic link: memory is shared only through a file in the project"
+        if not is_kind(mode):
+            return f"{path} is not {kind}"
+    return None
 
 
 # --------------------------------------------------------------------------- the writer thread
@@ -85,6 +112,9 @@ def write_share_file(job: ShareJob) -> ShareWritten:
     if not root.is_dir():
         return msgspec.structs.replace(done, error=f"project directory {root} no longer exists")
     path = share_file(root)
+    refused = unsafe(root)
+    if refused is not None:
+        return msgspec.structs.replace(done, error=refused)
     try:
         path.parent.mkdir(exist_ok=True)
 
@@ -154,14 +184,22 @@ class ShareService:
 
     def enabled(self, project: ProjectMemory) -> bool:
         chosen = project.share_setting()
-        return share_file(project.root).is_file() if chosen is None else chosen
+        if chosen is not None:
+            return chosen
+        path = share_file(project.root)
+        return path.is_file() and not path.is_symlink()
 
     def on_open(self, project: ProjectMemory) -> None:
         """A project opened: when it shares, merge its file (pulled while the daemon was down, or
         left behind by a crash mid-write) and watch it."""
         self._shared.pop(project.root, None)
-        if self.enabled(project):
-            self._start(project)
+        if not self.enabled(project):
+            return
+        refused = unsafe(project.root)
+        if refused is not None:
+            self._errors.record(f"{project.slug}: not sharing memory: {refused}")
+            return
+        self._start(project)
 
     def _start(self, project: ProjectMemory) -> _Shared:
         state = self._shared.setdefault(project.root, _Shared())
@@ -172,6 +210,8 @@ class ShareService:
         return state
 
     def set(self, project: ProjectMemory, enabled: bool) -> None:
+        if enabled and (refused := unsafe(project.root)) is not None:
+            raise BadRequest(f"cannot share memory: {refused}")
         project.set_share(enabled)
         if not enabled:
             self._shared.pop(project.root, None)
@@ -196,6 +236,12 @@ class ShareService:
 
     def _merge_file(self, project: ProjectMemory, state: _Shared) -> None:
         path = share_file(project.root)
+        refused = unsafe(project.root)
+        if refused is not None:
+            if refused != state.error:
+                self._errors.record(f"{project.slug}: shared memory not read: {refused}")
+            state.error = refused
+            return
         try:
             data = _read(path)
         except OSError as exc:
@@ -209,7 +255,9 @@ class ShareService:
         if data is None:
             return
         parsed = core_share.parse(data, project.known_shared_lines())
-        plan = project.merge_shared(parsed.records, parsed.malformed, origin=str(path))
+        plan = project.merge_shared(
+            parsed.records, parsed.malformed, origin=str(path), arrival_is_use=True
+        )
         state.last_merged_at = self._clock()
         if parsed.malformed:
             first = parsed.malformed[0]

@@ -16,9 +16,10 @@ import msgspec
 from memctl import protocol as p
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import Preset, PromotionDecision, candidate_entry, decide
-from memoryd.core.entries import fingerprint, new_entry
+from memoryd.core.entries import clean_content, fingerprint, new_entry
 from memoryd.core.errors import Ambiguous, BadRequest, EntryNotFound
 from memoryd.core.events import ReviewAccepted, ReviewRejected
+from memoryd.core.redaction import redact
 
 ID_PREFIX_MIN = 4
 Item = p.Entry | SessionFinding
@@ -107,11 +108,12 @@ def plan_edit(
     """The user's own words for ``item``, confirmed. The captured words are settled, so capture
     does not bring them back beside the reworded entry. ``taken`` says whether an active entry
     holds a fingerprint already."""
-    text = content.strip()
-    if not text:
+    if not content.strip():
         raise BadRequest(
             "the edited text is empty: nothing changed (memctl review reject drops it)"
         )
+    # The user's words are input like a `remember`: redacted and held to the same limits.
+    text = clean_content(redact(content).text)
     if fingerprint(text) == item.fingerprint:
         return plan_accept([item], now=now, new_id=new_id, transcript_of=transcript_of)
     if taken(fingerprint(text)):
@@ -150,7 +152,7 @@ def plan_reject(items: Sequence[Item], reason: str, *, now: float) -> ReviewReje
         archived=tuple(i.id for i in unique if isinstance(i, p.Entry)),
         findings=tuple(i.id for i in unique if isinstance(i, SessionFinding)),
         fingerprints=tuple(dict.fromkeys(i.fingerprint for i in unique)),
-        reason=reason.strip(),
+        reason=redact(reason.strip()).text,
         rejected_at=now,
     )
 

@@ -40,7 +40,12 @@ GITATTRIBUTES = ".gitattributes"  # in SHARE_DIR: it names the file relative to 
 GITATTRIBUTES_LINE = f"{SHARE_FILE} merge=union"
 SHARED_STATUSES: tuple[Status, ...] = ("confirmed", "pinned")
 RELATIONS = frozenset({"depends_on", "enables", "replaces", "motivated_by", "contradicts"})
-MALFORMED_TEXT_CHARS = 300  # of a bad line kept in the audit event
+MALFORMED_TEXT_CHARS = 300  # of a bad line kept in the audit event (redacted)
+SOURCE_FIELD_CHARS = 128  # of a shared source's agent and rule id
+# Archived by this machine's compaction (design §8): local housekeeping, driven by local use,
+# never shared. A teammate's file would otherwise archive (and, once purged, delete) what the
+# team still uses; the same goes for a purge's tombstone.
+LOCAL_ARCHIVE_REASONS = frozenset({"stale", "evicted"})
 
 EntryId = Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z_.-]{1,128}$")]
 Time = Annotated[float, msgspec.Meta(ge=0)]
@@ -86,7 +91,7 @@ class Tombstone(msgspec.Struct, tag_field="type", tag="tombstone", frozen=True, 
 
     id: EntryId
     updated_at: Time
-    fingerprint: str = ""
+    fingerprint: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{0,64}$")] = ""
     reason: Literal["forgotten", "purged"] = "forgotten"
 
 
@@ -132,8 +137,10 @@ def parse(data: bytes, known: Container[bytes] = ()) -> Parsed:
         try:
             records.append(clean(_decoder.decode(raw)))
         except (msgspec.DecodeError, msgspec.ValidationError, MemorydError) as exc:
-            text = raw[:MALFORMED_TEXT_CHARS].decode("utf-8", "replace")
-            malformed.append(Malformed(line=number, reason=str(exc), text=text))
+            # A teammate's bad line is input like any other: what the audit keeps is redacted.
+            text = redact(raw[:MALFORMED_TEXT_CHARS].decode("utf-8", "replace")).text
+            reason = redact(str(exc)[:MALFORMED_TEXT_CHARS]).text
+            malformed.append(Malformed(line=number, reason=reason, text=text))
     return Parsed(records=tuple(records), malformed=tuple(malformed), known=skipped)
 
 
@@ -171,11 +178,28 @@ def clean(record: Record) -> Record:
     content = core_entries.clean_content(redact(record.content).text)
     tags = core_entries.clean_tags(redact(t).text for t in record.tags)
     paths = core_entries.clean_paths(redact(f).text for f in record.file_paths)
+    source = _clean_source(record.source)
     if record.archived != (record.archived_reason is not None):
         raise msgspec.ValidationError("archived and archived_reason must go together")
-    if (content, tags, paths) == (record.content, record.tags, record.file_paths):
+    if (content, tags, paths, source) == (
+        record.content,
+        record.tags,
+        record.file_paths,
+        record.source,
+    ):
         return record
-    return msgspec.structs.replace(record, content=content, tags=tags, file_paths=paths)
+    return msgspec.structs.replace(
+        record, content=content, tags=tags, file_paths=paths, source=source
+    )
+
+
+def _clean_source(source: SharedSource) -> SharedSource:
+    """The agent and rule id are free text in a teammate's file: redacted and bounded."""
+    agent = None if source.agent is None else redact(source.agent[:SOURCE_FIELD_CHARS]).text
+    rule = None if source.rule_id is None else redact(source.rule_id[:SOURCE_FIELD_CHARS]).text
+    if (agent, rule) == (source.agent, source.rule_id):
+        return source
+    return msgspec.structs.replace(source, agent=agent, rule_id=rule)
 
 
 # --------------------------------------------------------------------------- writing
@@ -208,11 +232,17 @@ def line(version: Version | Edge) -> bytes:
     return _encoder.encode(version)
 
 
+def is_shared(entry: Entry) -> bool:
+    """Whether the shared file carries ``entry``: confirmed and pinned ones, unless this
+    machine's compaction archived them (``LOCAL_ARCHIVE_REASONS``)."""
+    return entry.status in SHARED_STATUSES and entry.archived_reason not in LOCAL_ARCHIVE_REASONS
+
+
 def lines_of(entries: Iterable[Entry], tombstones: Iterable[Tombstone]) -> dict[str, bytes]:
-    """id → line for the shared entries and the tombstones (an entry wins over a stale
-    tombstone of its id)."""
-    found = {t.id: line(t) for t in tombstones}
-    found.update((e.id, line(to_shared(e))) for e in entries if e.status in SHARED_STATUSES)
+    """id → line for the shared entries and the tombstones of forgotten ones (an entry wins
+    over a stale tombstone of its id; a purge is compaction's, and stays local)."""
+    found = {t.id: line(t) for t in tombstones if t.reason != "purged"}
+    found.update((e.id, line(to_shared(e))) for e in entries if is_shared(e))
     return found
 
 
@@ -233,7 +263,7 @@ def render(
     by id, then the edges between shared entries, one JSON object a line. The same store gives
     the same bytes on every machine."""
     entries = list(entries)
-    shared = {e.id for e in entries if e.status in SHARED_STATUSES}
+    shared = {e.id for e in entries if is_shared(e)}
     return join(lines_of(entries, tombstones), edges, shared)
 
 
@@ -308,14 +338,17 @@ class MergePlan(msgspec.Struct, frozen=True, kw_only=True):
         return not (self.entries or self.deleted or self.twins or self.edges)
 
 
-def to_entry(version: SharedEntry, held: Entry | None) -> Entry:
-    """The store's entry for a shared version: derived fields recomputed, local use kept."""
+def to_entry(version: SharedEntry, held: Entry | None, now: float | None = None) -> Entry:
+    """The store's entry for a shared version: derived fields recomputed, local use kept. An
+    entry new here without a use of its own counts as used ``now`` (when it arrived): its TTL
+    and decay start then, not at its creation on a teammate's machine (a fresh clone would
+    otherwise archive the team's older memory at its first compaction)."""
     count = version.access_count
     if count is None:
         count = held.access_count if held is not None else 0
     accessed = version.last_accessed_at
-    if accessed is None and held is not None:
-        accessed = held.last_accessed_at
+    if accessed is None:
+        accessed = held.last_accessed_at if held is not None else now
     return Entry(
         id=version.id,
         fingerprint=core_entries.fingerprint(version.content),
@@ -349,6 +382,7 @@ def plan_merge(
     present: Iterable[str],
     local_edges: Mapping[EdgeKey, float],
     total: int,
+    now: float | None = None,
 ) -> MergePlan:
     """The plan for the ``winners`` (from ``newer``) and the file's ``edges``.
 
@@ -370,7 +404,7 @@ def plan_merge(
             fingerprint = held.fingerprint if held is not None else version.fingerprint
             deleted.append(msgspec.structs.replace(version, fingerprint=fingerprint))
         else:
-            entries[version.id] = to_entry(version, local.get(version.id))
+            entries[version.id] = to_entry(version, local.get(version.id), now)
     gone = {t.id for t in deleted}
     twins = _settle_twins(entries, owners, gone)
     links = {(e.source, e.target, e.relation): e for e in edges}
@@ -417,8 +451,10 @@ def _settle_twins(
     for group in by_text.values():
         if len(group) < 2:
             continue
-        shared = sorted(e.id for e in group if e.status in SHARED_STATUSES)
-        kept = shared[0] if shared else min(e.id for e in group)
+        # A pin is the user's word: a pinned twin stays over a confirmed one, then the
+        # smaller id (the same choice on every machine).
+        shared = sorted((e.status != "pinned", e.id) for e in group if e.status in SHARED_STATUSES)
+        kept = shared[0][1] if shared else min(e.id for e in group)
         for entry in group:
             if entry.id == kept:
                 continue
