@@ -269,6 +269,7 @@ def test_notes_are_kept_until_done(env: Env, daemon: Daemon) -> None:
     done = ok_json(env, "notes", "--done", first["id"][:6])
     assert done["done"] == [first["id"]] and [n["id"] for n in done["notes"]] == [second["id"]]
     assert _error(env, "notes", "--done", first["id"])["error"] == "not_found"
+    assert _error(env, "notes", "--done", second["id"][:1])["error"] == "bad_request"  # too short
     assert _error(env, "note", "   ")["error"] == "bad_request"
     assert [e["id"] for e in _audit(env, "note_added")] == [first["id"], second["id"]]
     assert _audit(env, "notes_done")[0]["ids"] == [first["id"]]

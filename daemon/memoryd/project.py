@@ -564,8 +564,10 @@ class ProjectMemory:
         finished: list[str] = []
         for wanted in done:
             key = wanted.strip().lower()
+            if len(key) < ID_PREFIX_MIN:  # as for entries: a short prefix names too much
+                raise BadRequest(f"a note id needs at least {ID_PREFIX_MIN} characters: {wanted!r}")
             found = [n.id for n in pending if n.id == key or n.id.startswith(key)]
-            if not found or not key:
+            if not found:
                 raise EntryNotFound(f"no pending note {wanted!r} (see memctl notes)")
             if len(found) > 1:
                 raise Ambiguous(f"{len(found)} pending notes start with {wanted!r}")
