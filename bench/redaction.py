@@ -108,23 +108,30 @@ def time_adversarial(path: Path, timeout: float) -> dict[str, float | None]:
     return out
 
 
-def throughput(redact: Callable[[str], str], items: list[Item]) -> tuple[float, float]:
+def sources() -> list[str]:
+    """Ordinary developer text with few secrets: this repository's Python sources, one file a
+    string (~1 MB)."""
+    paths = sorted((ROOT / "daemon").rglob("*.py")) + sorted((ROOT / "client").rglob("*.py"))
+    return [p.read_text(encoding="utf-8") for p in paths]
+
+
+def throughput(redact: Callable[[str], str], items: list[Item]) -> tuple[float, float, float]:
     """MB/s: (a) each corpus string on its own, as the daemon redacts entries; (b) one ~1 MB
-    document of the corpus lines. Median of RUNS."""
+    document of the corpus lines (every rule's hint present: the worst case); (c) the
+    repository's own sources, a file at a time. Median of RUNS."""
     texts = [item.text for item in items]
-    small = sum(len(t.encode()) for t in texts) / 1e6
     doc = "\n".join(texts * (1_000_000 // max(1, sum(map(len, texts))) + 1))
-    big = len(doc.encode()) / 1e6
-    per_item, per_doc = [], []
+    cases = (texts, [doc], sources())
+    rates: list[list[float]] = [[], [], []]
     for _ in range(RUNS):
-        start = time.perf_counter()
-        for text in texts:
-            redact(text)
-        per_item.append(small / (time.perf_counter() - start))
-        start = time.perf_counter()
-        redact(doc)
-        per_doc.append(big / (time.perf_counter() - start))
-    return statistics.median(per_item), statistics.median(per_doc)
+        for rate, case in zip(rates, cases, strict=True):
+            size = sum(len(t.encode()) for t in case) / 1e6
+            start = time.perf_counter()
+            for text in case:
+                redact(text)
+            rate.append(size / (time.perf_counter() - start))
+    a, b, c = (statistics.median(r) for r in rates)
+    return a, b, c
 
 
 def table(results: dict[str, Result], misses: bool) -> None:
@@ -196,6 +203,7 @@ def main() -> None:
         }
         print(f"{'per corpus string':<28} " + " ".join(f"{s[0]:>18.2f}" for s in speeds.values()))
         print(f"{'one ~1 MB document':<28} " + " ".join(f"{s[1]:>18.2f}" for s in speeds.values()))
+        print(f"{'repository sources':<28} " + " ".join(f"{s[2]:>18.2f}" for s in speeds.values()))
 
         print(
             f"\n## adversarial 256 KB inputs (seconds; '>' = killed at "

@@ -2,8 +2,8 @@
 tests/test_redaction_corpus.py and bench/redaction.py.
 
 - recall: a secret item counts as caught when none of its values survives redaction; a value
-  survives when it is still there whole, or a run of it of half its length (at least 8
-  characters) is (a redaction that keeps most of a token has not removed it);
+  survives when it is still there whole, or, for a value of 16 characters or more, a run of half
+  its length is (a redaction that keeps half a token has not removed it);
 - false positives: a benign item counts when redaction changes it at all.
 """
 
@@ -37,9 +37,9 @@ def load(path: Path = CORPUS) -> list[Item]:
 def survives(value: str, text: str) -> bool:
     if value in text:
         return True
-    width = max(8, len(value) // 2)
-    if len(value) <= width:
+    if len(value) < 16:
         return False
+    width = len(value) // 2
     return any(value[i : i + width] in text for i in range(len(value) - width + 1))
 
 
