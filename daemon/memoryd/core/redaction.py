@@ -74,7 +74,7 @@ def _rule(
 # holds a placeholder word, is a bare word that names the thing (`password`, `token`), or repeats
 # too few characters to be random (`xxxx…`, `AKIA0000…`, `12312312…`).
 _PLACEHOLDER_WORDS = (
-    "xxxx", "example", "your", "placeholder", "redacted", "replace", "changeme", "changeit",
+    "xxxx", "your", "placeholder", "redacted", "replace", "changeme", "changeit",
     "dummy", "sample", "here", "<", ">", "***", "...", "###", "fake", "insert", "todo",
 )  # fmt: skip
 _PLACEHOLDER_VALUES = frozenset(
@@ -89,7 +89,8 @@ def placeholder(value: str) -> bool:
     low = value.lower().strip("\"'`")
     if not low or low in _PLACEHOLDER_VALUES or _TEMPLATE.match(low):
         return True
-    if any(word in low for word in _PLACEHOLDER_WORDS):
+    # `…EXAMPLE` at the end is AWS's documentation convention; inside, it may be chance.
+    if low.endswith("example") or any(word in low for word in _PLACEHOLDER_WORDS):
         return True
     if len(low) < 8:
         return len(set(low)) <= 2
