@@ -189,6 +189,7 @@ class Daemon:
             idle_minutes=settings.idle_minutes,
             default_preset=settings.preset,
             log=self.log,
+            roots=[(os.path.expanduser(r.path), r.agent) for r in settings.roots],
         )
 
     def _banks(
