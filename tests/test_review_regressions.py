@@ -62,6 +62,7 @@ def test_scheduled_jobs_include_idle_and_quarantine() -> None:
     try:
         assert set(Jobs(ctx, index_commit_s=5).jobs()) == {
             "index_commit",
+            "socket",
             "capture_idle",
             "quarantine",
             "compaction",
@@ -167,7 +168,8 @@ def test_hook_cannot_name_a_fifo_or_another_projects_transcript(env: Env, daemon
         transcript_path=str(path),
         project=str(other),
     )
-    assert protocol.result_of(request, _call(env, request)).finalized is False
+    refused = _call(env, request)
+    assert isinstance(refused, protocol.Error) and refused.code == protocol.ErrorCode.FORBIDDEN
     assert json.loads(memctl(env, "--json", "--project", str(other), "episodes").stdout) == {
         "episodes": []
     }

@@ -94,7 +94,8 @@ class Daemon:
 
     def _build(self, stack: contextlib.ExitStack, endpoint: str) -> Parts:
         """Each part from the ones before it; each teardown registered as its part is made."""
-        _lock_runtime_dir(stack)
+        _lock_data_dir(stack, config.data_dir(self.settings))
+        runtime.prepare_private_dir(Path(paths.runtime_dir()))
         errors = BackgroundErrors()
         errors.on_record = lambda e: self.log.warning(
             "background_error", description=e.description, severity=e.severity
@@ -188,6 +189,7 @@ class Daemon:
             idle_minutes=settings.idle_minutes,
             default_preset=settings.preset,
             log=self.log,
+            roots=[(os.path.expanduser(r.path), r.agent) for r in settings.roots],
         )
 
     def _banks(
@@ -265,8 +267,9 @@ class Daemon:
             compactor=compactor,
             share=share,
             share_writer=share_writer,
+            keep_socket=lambda: server.keep_socket(),
         )
-        return Server(
+        server = Server(
             zctx,
             context,
             max_message_bytes=self.settings.server.max_message_bytes,
@@ -274,6 +277,7 @@ class Daemon:
             log=self.log,
             idle_work=_idle_work(capture, compactor, share),
         )
+        return server
 
     @contextlib.contextmanager
     def _watching(self, parts: Parts) -> Iterator[None]:
@@ -337,10 +341,11 @@ class Daemon:
             )
 
 
-def _lock_runtime_dir(stack: contextlib.ExitStack) -> None:
-    run_dir = Path(paths.runtime_dir())
-    runtime.prepare_private_dir(run_dir)
-    lock = runtime.InstanceLock(run_dir / "memoryd.lock")
+def _lock_data_dir(stack: contextlib.ExitStack, data_root: Path) -> None:
+    """One daemon per data directory: the lock lives with the data it guards, not in the runtime
+    directory, which logind removes under a running daemon at logout."""
+    data_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = runtime.InstanceLock(data_root / "lock")
     lock.acquire()
     stack.callback(lock.release)
 
@@ -348,12 +353,10 @@ def _lock_runtime_dir(stack: contextlib.ExitStack) -> None:
 def _bind(stack: contextlib.ExitStack, server: Server, endpoint: str) -> None:
     ipc = paths.ipc_path(endpoint)
     if ipc:
-        # We hold the lock, so a socket file left here is a dead daemon's.
         socket_path = Path(ipc)
-        socket_path.unlink(missing_ok=True)
+        runtime.claim_socket(socket_path)
         stack.callback(socket_path.unlink, missing_ok=True)
-    with runtime.private_umask():
-        server.bind(endpoint)
+    server.bind(endpoint)
 
 
 def _watch_banks(watcher: TranscriptWatcher, registry: ProjectRegistry, banks: BankService) -> None:

@@ -9,6 +9,7 @@ several writes share one commit.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import posixpath
 import shutil
@@ -23,6 +24,7 @@ import tantivy
 from memctl.protocol import Category, Entry, Status
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
+from memoryd.core.errors import Unavailable
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
 from memoryd.store.base import FINDING_PREFIX, Store
 
@@ -179,7 +181,14 @@ class IndexState:
     rebuilt_at_open: str | None  # why the index was rebuilt when opened, if it was
 
 
+class IndexWriteFailed(Unavailable):
+    """The index could not take a change (its cause in the message); searches read what it
+    last committed meanwhile."""
+
+
 class SearchIndex:
+    _writer: tantivy.IndexWriter | None
+
     def __init__(self, directory: Path, *, heap_bytes: int = 16_000_000) -> None:
         self.directory = directory
         self._heap = heap_bytes
@@ -252,11 +261,16 @@ class SearchIndex:
             session_id=entry.source.session_id,
         )
 
+    @property
+    def _w(self) -> tantivy.IndexWriter:
+        assert self._writer is not None
+        return self._writer
+
     def _commit(self, seq: int) -> None:
-        self._writer.delete_documents_by_term("id", META_ID)
+        self._w.delete_documents_by_term("id", META_ID)
         meta = tantivy.Document(id=META_ID, seq=seq, schema_version=SCHEMA_VERSION)
-        self._writer.add_document(meta)
-        self._writer.commit()
+        self._w.add_document(meta)
+        self._w.commit()
         self._index.reload()
         self.applied_seq = seq
 
@@ -264,16 +278,38 @@ class SearchIndex:
         """Catch up with the store at start-up; an index that cannot, is rebuilt from scratch."""
         try:
             self.sync(store)
-        except ValueError as exc:
-            self.rebuild_reason = f"catch-up failed ({exc})"
-            self._writer.rollback()
-            del self._writer
+        except IndexWriteFailed as exc:
+            self.rebuild_reason = f"catch-up failed ({exc.__cause__})"
             shutil.rmtree(self.directory, ignore_errors=True)
             self._open()
             self.rebuild(store)
 
     def sync(self, store: Store) -> int:
-        """Apply every store change the index has not seen; returns how many entries changed."""
+        """Apply every store change the index has not seen; returns how many entries changed.
+
+        A write that fails (disk full, no permission: tantivy kills its writer then) raises
+        ``IndexWriteFailed`` with the cause, and leaves the index as last committed, still
+        searchable; the next ``sync`` takes a fresh writer and applies the same changes again,
+        so the index heals by itself once the cause is gone."""
+        try:
+            if self._writer is None:
+                self._writer = self._index.writer(self._heap, 1)
+                self._writer.garbage_collect_files()  # what the failed commit left behind
+            return self._sync(store)
+        except (ValueError, OSError) as exc:
+            self._drop_writer()
+            raise IndexWriteFailed(f"the search index cannot be written: {exc}") from exc
+
+    def _drop_writer(self) -> None:
+        """Let a failed writer go (and its lock on the directory) with what it had not
+        committed; ``applied_seq`` still says what the index holds."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.rollback()
+            del writer
+
+    def _sync(self, store: Store) -> int:
         store_seq = store.change_seq()
         if self.applied_seq < 0 or self.applied_seq > store_seq:
             if self.rebuild_reason is None and store_seq > 0:
@@ -292,25 +328,25 @@ class SearchIndex:
         findings = store.get_findings(finding_ids) if finding_ids else {}
         promoted = store.settled_findings(finding_ids) if finding_ids else set()
         for doc_id in ids:
-            self._writer.delete_documents_by_term("id", doc_id)
+            self._w.delete_documents_by_term("id", doc_id)
             if doc_id in entries:
-                self._writer.add_document(self._document(entries[doc_id]))
+                self._w.add_document(self._document(entries[doc_id]))
             elif (f := findings.get(doc_id[len(FINDING_PREFIX) :])) is not None:
-                self._writer.add_document(self._finding_document(f, f.id in promoted))
+                self._w.add_document(self._finding_document(f, f.id in promoted))
         self._commit(seq)
         return len(ids)
 
     def rebuild(self, store: Store) -> int:
         started = time.monotonic()
-        self._writer.delete_all_documents()
+        self._w.delete_all_documents()
         count = 0
         for entry in store.iter_all():
-            self._writer.add_document(self._document(entry))
+            self._w.add_document(self._document(entry))
             count += 1
         findings = list(store.iter_findings())
         promoted = store.settled_findings([f.id for f in findings]) if findings else set()
         for finding in findings:
-            self._writer.add_document(self._finding_document(finding, finding.id in promoted))
+            self._w.add_document(self._finding_document(finding, finding.id in promoted))
         self._commit(store.change_seq())
         self.last_rebuild_s = time.monotonic() - started
         return count
@@ -415,5 +451,6 @@ class SearchIndex:
 
     def close(self) -> None:
         # Dropping the writer releases tantivy's directory lock for the next open.
-        self._writer.wait_merging_threads()
-        del self._writer
+        if self._writer is not None:
+            self._writer.wait_merging_threads()
+        self._writer = None

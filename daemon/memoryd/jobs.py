@@ -30,6 +30,7 @@ class Jobs:
         self._scheduler = BackgroundScheduler(daemon=True)
         self._intervals = {
             "index_commit": index_commit_s,  # also flushes access counts and capture cursors
+            "socket": index_commit_s,  # the socket file is still there (a stat)
             "capture_idle": capture_idle_s,  # finalize sessions that went quiet
             "quarantine": quarantine_s,  # review candidates past their 24 h
             "bank_sync": bank_sync_s,  # write the bank cache's pending changes
@@ -64,6 +65,7 @@ class Jobs:
         """New intervals (SIGHUP); a job whose interval is unchanged keeps its next run time."""
         for job, seconds in (
             ("index_commit", index_commit_s),
+            ("socket", index_commit_s),
             ("capture_idle", capture_idle_s),
             ("quarantine", quarantine_s),
             ("bank_sync", bank_sync_s),

@@ -65,7 +65,7 @@ from memoryd.core.graph import plan_connect, plan_focus, walk
 from memoryd.core.projects import slug as project_slug
 from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.redaction import redact
-from memoryd.index import Hits, SearchIndex, SearchScope, split_ids
+from memoryd.index import Hits, IndexWriteFailed, SearchIndex, SearchScope, split_ids
 from memoryd.store.base import FINDING_PREFIX, SessionRecord, Store, StoreCorrupt
 from memoryd.store.sqlite import SqliteStore
 
@@ -132,6 +132,7 @@ class ProjectMemory:
         self._index_dirty = False
         self._aliases: dict[str, tuple[str, ...]] | None = None
         self._unindexed: list[str] = []  # entries added since the index last committed
+        self._index_failure: str | None = None  # why the index cannot be written, if it cannot
         self._accesses: dict[str, tuple[int, float]] = {}
         self.accesses_since_compaction = 0  # entries injected since the last run began
         self.compacted_at = self.last_compacted_at()  # when the last run ended (status)
@@ -960,11 +961,28 @@ class ProjectMemory:
     # ------------------------------------------------------------------ upkeep
 
     def sync_index(self) -> None:
-        if self._index_dirty:
-            self._unindexed.clear()
+        """Bring the index up to the store. One that cannot be written (disk full, no
+        permission) keeps serving what it last committed: the cause is reported once, and every
+        later sync (a search, the ``index_commit`` job) tries again, so the index catches up
+        by itself once the cause is gone; the store is the truth, nothing is lost meanwhile."""
+        if not self._index_dirty:
+            return
+        try:
             self.index.sync(self.store)
-            self.store.prune_changes(self.index.applied_seq)
-            self._index_dirty = False
+        except IndexWriteFailed as exc:
+            if self._index_failure != str(exc):
+                self._index_failure = str(exc)
+                self._errors.record(
+                    f"{self.slug}: {exc}; searches read the index as last written until it "
+                    "can be written again (it catches up by itself)"
+                )
+            return
+        if self._index_failure is not None:
+            self._index_failure = None
+            self._errors.record(f"{self.slug}: the search index is written again", "warning")
+        self._unindexed.clear()
+        self.store.prune_changes(self.index.applied_seq)
+        self._index_dirty = False
 
     def info(self) -> p.ProjectInfo:
         state = self.index.state()

@@ -1,5 +1,7 @@
-"""The daemon's footprint in the runtime directory: a private directory, the single-instance
-lock, the socket file, and the systemd readiness notification (design §4, §12)."""
+"""The daemon's footprint on the machine: the single-instance lock (in the data directory: it
+guards the data, and a runtime directory can be removed under a running daemon, as logind does),
+the private runtime directory and its socket file, and the systemd readiness notification
+(design §4, §12)."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def prepare_private_dir(path: Path) -> None:
 
 
 class InstanceLock:
-    """An ``flock`` on a file beside the socket; released by the kernel if the daemon dies."""
+    """An ``flock`` on a file in the data directory; released by the kernel if the daemon dies."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -67,6 +69,28 @@ class InstanceLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def claim_socket(path: Path) -> None:
+    """Make way for our socket at ``path``: a file left there by a dead daemon is removed; a
+    socket someone still serves (a daemon on other data sharing this runtime directory) is
+    not taken over."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISSOCK(info.st_mode) and _serving(path):
+        raise AlreadyRunning(f"another memoryd serves {path}; stop it first")
+    path.unlink(missing_ok=True)
+
+
+def _serving(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 @contextlib.contextmanager

@@ -235,12 +235,13 @@ class BankCache:
     ) -> Submit:
         """Apply the operation ``op_for`` makes from the current text; refused (raising) before
         anything is journaled when it does not apply. Acknowledged once journaled. ``request``:
-        the client's unique request id, journaled with the change; a request a previous daemon
-        journaled (it died before answering, the client retried here) is not applied again."""
+        the client's unique request id, journaled with the change; a request journaled before
+        (the reply was lost: a daemon died before answering, the client retried) is answered,
+        not applied again."""
         cached = self.bank(root)
         cached.bank.check_dir()
         path, file = self._file(cached, name)
-        if request and (request, file.name) in self._journal.recovered.requests:
+        if request and self._journal.seen(request, file.name):
             return Submit(path, file.name, "scheduled")
         op = op_for(file.text)
         new = apply_op(file.name, file.text, op)

@@ -7,13 +7,17 @@ later by the writer thread. Three kinds of line:
 - ``flushing``: the writer was handed the file's operations up to ``upto`` and will leave it
   with the text of hash ``hash`` (those in ``failed`` left out), or write nothing if the file is
   no longer the one the text was made from;
-- ``flushed``: the writer reported the file written up to ``upto``.
+- ``flushed``: the writer reported the file written up to ``upto``;
+- ``seen``: the request id of a change already settled, carried over when the journal is
+  compacted (the last ``REMEMBERED_REQUESTS``), so that a client's retry reaching a later
+  daemon is answered, not applied again.
 
 After a crash, an operation is still pending unless a ``flushed`` line covers it, or a
 ``flushing`` line does and the file on disk has that line's hash (the daemon died after the
 rename, before hearing back; the writer never writes any other text, so the hash is proof).
-The journal is emptied whenever nothing is pending, so it stays small; only the owner thread
-writes it.
+The journal is emptied whenever nothing is pending and no request id is to be remembered, and
+compacted above ``COMPACT_ABOVE`` lines otherwise, so it stays small; only the owner thread writes
+it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +36,7 @@ from memoryd.atomic import write_atomic
 from memoryd.core.bank.ops import Failed, Op
 
 COMPACT_ABOVE = 1000  # lines; below it a journal with pending operations is left as it is
+REMEMBERED_REQUESTS = 500  # request ids kept across compaction (fewer than COMPACT_ABOVE)
 
 
 class OpRecord(msgspec.Struct, tag="op", frozen=True, kw_only=True):
@@ -56,7 +62,12 @@ class Flushed(msgspec.Struct, tag="flushed", frozen=True, kw_only=True):
     upto: int
 
 
-Record = OpRecord | Flushing | Flushed
+class Seen(msgspec.Struct, tag="seen", frozen=True, kw_only=True):
+    request: str
+    name: str
+
+
+Record = OpRecord | Flushing | Flushed | Seen
 FileKey = tuple[str, str]  # (project root, file name)
 
 _encode = msgspec.json.Encoder().encode
@@ -76,9 +87,9 @@ class Recovered:
     files: dict[FileKey, PendingFile]
     last_seq: int
     unreadable: int  # lines that could not be decoded (kept in the .bad file beside)
-    # (request id, file) of every change journaled: one request (bank_process) may change
-    # several files, and a retry must add those the dead daemon had not journaled yet.
-    requests: frozenset[tuple[str, str]] = frozenset()
+    # (request id, file) of every change journaled, oldest first: one request (bank_process)
+    # may change several files, and a retry must add those the dead daemon had not journaled.
+    requests: tuple[tuple[str, str], ...] = ()
 
 
 class BankJournal:
@@ -87,6 +98,9 @@ class BankJournal:
         self.count = 0
         self.recovered = self._load()
         self.last_seq = self.recovered.last_seq
+        self._requests: OrderedDict[tuple[str, str], None] = OrderedDict()
+        for key in self.recovered.requests:
+            self._remember(key)
         self._fd, self._size = self._open()
 
     def _open(self) -> tuple[int, int]:
@@ -131,14 +145,28 @@ class BankJournal:
         self.count += 1
         if isinstance(record, OpRecord):
             self.last_seq = max(self.last_seq, record.seq)
+            if record.request:
+                self._remember((record.request, record.name))
+
+    def _remember(self, key: tuple[str, str]) -> None:
+        self._requests[key] = None
+        self._requests.move_to_end(key)
+        while len(self._requests) > REMEMBERED_REQUESTS:
+            self._requests.popitem(last=False)
+
+    def seen(self, request: str, name: str) -> bool:
+        """Whether a change to ``name`` by client request ``request`` was journaled already,
+        by this daemon or one before it (among the last ``REMEMBERED_REQUESTS``)."""
+        return (request, name) in self._requests
 
     def next_seq(self) -> int:
         return self.last_seq + 1
 
     def compact(self, keep: Iterable[Record]) -> None:
-        """Replace the journal by ``keep`` (the pending operations and the ``flushing`` lines
-        still in flight); an empty ``keep`` empties it."""
-        kept = list(keep)
+        """Replace the journal by the request ids to remember and ``keep`` (the pending
+        operations and the ``flushing`` lines still in flight); nothing to keep empties it."""
+        kept: list[Record] = [Seen(request=r, name=n) for r, n in self._requests]
+        kept.extend(keep)
         if (kept and self.count <= COMPACT_ABOVE) or (not kept and self.count == 0):
             return
         self._rewrite(kept)  # a new file: if this fails, the old one is still whole and open
@@ -158,7 +186,13 @@ class BankJournal:
 def _recover(records: list[Record], unreadable: int) -> Recovered:
     files: dict[FileKey, PendingFile] = {}
     last_seq = 0
+    requests: dict[tuple[str, str], None] = {}
     for record in records:
+        if isinstance(record, Seen):
+            requests[(record.request, record.name)] = None
+            continue
+        if isinstance(record, OpRecord) and record.request:
+            requests[(record.request, record.name)] = None
         key = (record.root, record.name)
         pending = files.setdefault(key, PendingFile())
         match record:
@@ -171,7 +205,6 @@ def _recover(records: list[Record], unreadable: int) -> Recovered:
                 pending.ops = [op for op in pending.ops if op.seq > upto]
                 if pending.flushing is not None and pending.flushing.upto <= upto:
                     pending.flushing = None
-    requests = frozenset(
-        (r.request, r.name) for r in records if isinstance(r, OpRecord) and r.request
+    return Recovered(
+        {k: v for k, v in files.items() if v.ops}, last_seq, unreadable, tuple(requests)
     )
-    return Recovered({k: v for k, v in files.items() if v.ops}, last_seq, unreadable, requests)

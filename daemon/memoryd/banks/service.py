@@ -162,8 +162,8 @@ class BankService:
         self._check_writable(mode)  # before the name is even looked at: a read-only mode
         project, bank = self._project(cwd)
         self._check_writable(mode, [bank.locate(name)[1]])  # the real file, not a link to it
-        submitted = submit(project.root)
-        ingested = self._after_write(project, [submitted.name])
+        submitted = submit(project.root)  # journaled from here on: the change has happened
+        ingested = self._ingest_after_change(project, [submitted.name])
         return p.BankWriteResult(
             success=True, path=str(submitted.path), ingested=ingested, sync=submitted.sync
         )
@@ -255,7 +255,7 @@ class BankService:
                 items = [i for i in processed.items if i.target_file == name]
                 self.cache.apply(project.root, name, ApplyItems(items, now.date()), request)
             result.applied = changed
-            result.ingested = self._after_write(project, changed) if changed else 0
+            result.ingested = self._ingest_after_change(project, changed) if changed else 0
         return result
 
     def timed_out(self) -> p.BankProcessResult:
@@ -305,6 +305,16 @@ class BankService:
 
     def ingest(self, cwd: str | None) -> p.IngestResult:
         return self._ingest(self._registry.get(cwd))
+
+    def _ingest_after_change(self, project: ProjectMemory, names: Iterable[str]) -> int:
+        """The lifecycle import after a change already journaled: its failure (the database
+        refuses writes) must not turn the answer into an error, since the change stands. What
+        was not imported now is imported by the next import of that file."""
+        try:
+            return self._after_write(project, names)
+        except (MemorydError, OSError) as exc:
+            self.cache.report(f"memory bank of {project.root}: entries not imported yet: {exc}")
+            return 0
 
     def _after_write(self, project: ProjectMemory, names: Iterable[str]) -> int:
         if LIFECYCLE_FILES.isdisjoint(names):

@@ -20,7 +20,7 @@ import stat
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from memoryd.core.capture.paths import ProjectPaths
 from memoryd.core.capture.promotion import Preset
 from memoryd.core.capture.rules import ExtractionRule
 from memoryd.core.capture.transcript import Agent, Message
-from memoryd.core.errors import MemorydError
+from memoryd.core.errors import BadRequest, Forbidden, MemorydError
 from memoryd.core.events import FindingsDropped, FindingsRecorded, SessionInfo
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
@@ -117,8 +117,14 @@ class CaptureService:
         clock: Callable[[], float] = time.time,
         log: Any = None,
         home: str | None = None,
+        roots: Sequence[tuple[str, Agent]] = (),
     ) -> None:
         self._home = home if home is not None else str(Path.home())
+        # Each agent's transcript folders (``[capture] roots``): a hook's transcript must be in
+        # one of its agent's.
+        self._roots: dict[Agent, list[str]] = {}
+        for folder, agent in roots:
+            self._roots.setdefault(agent, []).append(os.path.abspath(folder))
         self.registry = registry
         self._errors = errors
         self._cursor_file = cursor_file
@@ -458,12 +464,56 @@ class CaptureService:
         session, when idle, or at shutdown."""
         return self._hooked(project, transcript_path, agent) is not None
 
+    def admit(self, project: ProjectMemory, transcript_path: str, agent: Agent) -> str:
+        """The path a hook's transcript is known by (as the watcher reports it), once it is
+        shown to be ``agent``'s and ``project``'s; raises (Forbidden, BadRequest) otherwise,
+        before anything is read from it or written anywhere. It must resolve, symlinks
+        followed, inside one of the agent's transcript folders; and the session it records must
+        have run in ``project`` (from what is known of it, else from its first lines): a hook
+        cannot make the daemon read an arbitrary file, or write into another project's memory."""
+        if "\x00" in transcript_path or not os.path.isabs(transcript_path):
+            raise BadRequest(f"transcript_path must be an absolute path, got {transcript_path!r}")
+        real = os.path.realpath(transcript_path)
+        path = None
+        for root in self._roots.get(agent, []):
+            real_root = os.path.realpath(root)
+            if real.startswith(real_root + os.sep):
+                path = os.path.join(root, os.path.relpath(real, real_root))
+                break
+        if path is None or parsers.detect_agent(path) != agent:
+            folders = ", ".join(self._roots.get(agent, [])) or "none configured"
+            raise Forbidden(
+                f"transcript {transcript_path} is not a {agent} transcript inside {agent}'s "
+                f"transcript folders ({folders}; [capture] roots): nothing was read or written"
+            )
+        owner = self._owner(path, agent)
+        if owner is not None and owner != str(project.root):
+            raise Forbidden(
+                f"transcript {transcript_path} records a session of {owner or 'no project'}, "
+                f"not of {project.root}: nothing was read or written"
+            )
+        return path
+
+    def _owner(self, path: str, agent: Agent) -> str | None:
+        """The root of the project the session at ``path`` ran in ("" for a folder outside any
+        project), or None while the transcript does not say (a file not written yet)."""
+        live = self._live.get(path)
+        if live is not None and live.project_root is not None:
+            return live.project_root
+        known = self._cursors.get(path)
+        cwd = known.cwd if known is not None and known.cwd else _first_cwd(path, agent)
+        if cwd is None:
+            return None
+        try:
+            return str(self.registry.root_for(cwd, named=False))
+        except MemorydError:
+            return ""
+
     def _hooked(
         self, project: ProjectMemory, transcript_path: str | None, agent: Agent
     ) -> LiveSession | None:
-        """The session a hook names, read up to date. Only a transcript of that agent, and of
-        the project that asks, is touched: a hook cannot make the daemon read an arbitrary file,
-        or write into another project's memory."""
+        """The session a hook names, read up to date; the hook handler has ``admit``-ted its
+        path."""
         if not transcript_path or parsers.detect_agent(transcript_path) != agent:
             return None
         live = self.file_changed(transcript_path, agent)
@@ -535,6 +585,30 @@ class CaptureService:
             unknown_records=unknown,
             live_sessions=len(self._live),
         )
+
+
+PEEK_BYTES = 1024 * 1024  # how far into a transcript its session's folder is looked for
+
+
+def _first_cwd(path: str, agent: Agent) -> str | None:
+    """The folder the session at ``path`` ran in, from its first lines (read only, a regular
+    file only: a FIFO would block the owner thread); None when they do not say."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        state = parsers.new_state(agent, path)
+        if path.endswith(".json"):
+            data, _cursor = read_document(path, None)
+            found = parsers.parse_document(data, state) if data else []  # type: ignore[arg-type]
+        else:
+            found = []
+            for offset, line in read_new(path, None, max_bytes=PEEK_BYTES).lines:
+                found += parsers.parse_line(agent, line, offset, state)
+                if state.cwd:
+                    break
+    except OSError:
+        return None
+    return state.cwd or next((m.cwd for m in found if m.cwd), None)
 
 
 def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:

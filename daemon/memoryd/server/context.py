@@ -78,6 +78,8 @@ class DaemonContext:
     share: ShareService | None = None
     share_writer: ShareWriter | None = None
     backfill_days: float = 0.0
+    # Binds the socket again when its file is gone (the server's ``keep_socket``).
+    keep_socket: Callable[[], bool] | None = None
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     started: float = field(default_factory=time.monotonic)
 

@@ -3,18 +3,22 @@ message at a time. Nothing a client sends can raise out of here or block it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import zmq
 
+from memctl import paths
 from memctl import protocol as p
-from memoryd import messages
+from memoryd import messages, runtime
 from memoryd.core.errors import MemorydError
 from memoryd.core.redaction import redact
 from memoryd.server.context import DaemonContext, Parked, RunState, unique_id
@@ -68,12 +72,43 @@ class Server:
         self.mailbox.setsockopt(zmq.LINGER, 0)
         self.mailbox.bind(messages.INTERNAL_ENDPOINT)
         self._disconnects: zmq.Socket[Any] | None = None
+        self._endpoint: str | None = None
+        self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket file
+        self._socket_lost = False
         self._sig_r, self._sig_w = socket.socketpair()
         self._sig_r.setblocking(False)
         self._sig_w.setblocking(False)
 
     def bind(self, endpoint: str) -> None:
-        self.router.bind(endpoint)
+        with runtime.private_umask():
+            self.router.bind(endpoint)
+        self._endpoint = endpoint
+        self._socket_id = _socket_id(endpoint)
+
+    def keep_socket(self) -> bool:
+        """Bind the socket again if its file is gone (logind removes the runtime directory at
+        logout; clients find the daemon by that file). Returns whether it was re-created. A
+        socket another daemon now serves at that path is left alone and reported."""
+        if self._endpoint is None or self._socket_id is None:
+            return False
+        if _socket_id(self._endpoint) == self._socket_id:
+            return False
+        path = Path(paths.ipc_path(self._endpoint) or "")
+        try:
+            runtime.prepare_private_dir(path.parent)
+            runtime.claim_socket(path)
+        except (OSError, runtime.AlreadyRunning) as exc:
+            if not self._socket_lost:  # tried again each time, reported once
+                self._log.error("socket_lost", socket=str(path), error=str(exc))
+                self.context.errors.record(f"socket {path} lost and not re-created: {exc}")
+            self._socket_lost = True
+            return False
+        with contextlib.suppress(zmq.ZMQError):
+            self.router.unbind(self._endpoint)
+        self.bind(self._endpoint)
+        self._socket_lost = False
+        self._log.warning("socket_recreated", socket=str(path))
+        return True
 
     # ------------------------------------------------------------------ loop
 
@@ -394,6 +429,17 @@ class Server:
             if left_ms <= 0 or not self._disconnects.poll(left_ms):
                 return
             self._disconnects.recv_multipart()
+
+
+def _socket_id(endpoint: str) -> tuple[int, int] | None:
+    path = paths.ipc_path(endpoint)
+    if path is None:
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return (0, 0)  # gone: never equal to the id of a bound socket
+    return (info.st_dev, info.st_ino)
 
 
 def _ignore(signum: int, frame: object) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from memctl import protocol as p
 from memoryd.banks import payload as bank_payload
 from memoryd.banks.service import BankService
@@ -23,6 +25,8 @@ _FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini
 def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
     project = ctx.registry.get(req.project)
     fmt = _FORMAT_OF[req.agent]
+    if ctx.capture is not None and req.transcript_path:
+        req = msgspec.structs.replace(req, transcript_path=_transcript(ctx, project, req))
     if req.event == "session_start" and ctx.capture is not None:
         # Before the payload: the sessions it ends no longer feed its session tier.
         ctx.capture.session_started(project, req.transcript_path, req.agent)
@@ -69,6 +73,19 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
             extra = _extra(ctx, lambda b: bank_payload.session_start(b, req.project, req.agent))
             payload = ctx.recall.inject(project, inject_req, session_ids=sessions, extra=extra)
             return _result(payload)
+
+
+def _transcript(ctx: DaemonContext, project: ProjectMemory, req: p.Hook) -> str | None:
+    """The hook's transcript as capture knows it. A turn's or a session's end reads it: one
+    outside the agent's transcript folders, or of another project, is refused before anything
+    is read or written. The other events only name it (the payload is served regardless)."""
+    assert ctx.capture is not None and req.transcript_path
+    if req.event in ("turn_end", "session_end"):
+        return ctx.capture.admit(project, req.transcript_path, req.agent)
+    try:
+        return ctx.capture.admit(project, req.transcript_path, req.agent)
+    except MemorydError:
+        return None
 
 
 def _result(payload: p.InjectResult, **fields: Any) -> p.HookResult:

@@ -77,6 +77,12 @@ def _index_commit(ctx: DaemonContext) -> None:
         ctx.share.retry_failed()
 
 
+def _socket(ctx: DaemonContext) -> None:
+    """The runtime directory may be removed under us (logind at logout): bind again."""
+    if ctx.keep_socket is not None:
+        ctx.keep_socket()
+
+
 def _bank_sync(ctx: DaemonContext) -> None:
     if ctx.banks is not None:
         ctx.banks.sync_due()
@@ -112,6 +118,7 @@ def _compaction(ctx: DaemonContext) -> None:
 JOBS: dict[str, Callable[[DaemonContext], None]] = {
     "compaction": _compaction,
     "index_commit": _index_commit,
+    "socket": _socket,
     "bank_sync": _bank_sync,
     "capture_idle": _capture_idle,
     "quarantine": _quarantine,
