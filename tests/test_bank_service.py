@@ -17,7 +17,8 @@ from memoryd.core.bank.router import ProcessedItem
 from memoryd.instructions.loader import InstructionConfig
 from memoryd.registry import ProjectRegistry
 
-SECRET = "AKIAIOSFODNN7EXAMPLE"
+# Not AWS's documented AKIAIOSFODNN7EXAMPLE: redaction keeps that placeholder as it is.
+SECRET = "AKIA" + "QZ7RT2WX4YB6NC8P"
 
 
 class RecordingLlm:
