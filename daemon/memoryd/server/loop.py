@@ -26,6 +26,7 @@ from memoryd.server.handlers import HANDLERS
 from memoryd.server.handlers.internal import INTERNAL_HANDLERS
 
 DRAIN_BATCH = 64
+MAILBOX_TURN_S = 0.05  # internal work a loop turn does before clients are served again
 CLOSE_LINGER_MS = 1000
 ERROR_MESSAGE_MAX = 2_000  # characters of an error reply's message
 KNOWN_OPS = frozenset(str(t.__struct_config__.tag) for t in p.REQUEST_TYPES)
@@ -169,7 +170,13 @@ class Server:
                 self._handle_internal(messages.StopRequested(signal.Signals(signum).name))
 
     def _drain_mailbox(self) -> None:
+        # Clients are served between internal messages once a turn has taken its share: a job
+        # that keeps being slow (a tick waiting out a locked database) while new ticks keep
+        # arriving would otherwise hold the loop in this drain and starve every client.
+        started = time.monotonic()
         for _ in range(DRAIN_BATCH):
+            if time.monotonic() - started > MAILBOX_TURN_S:
+                return
             try:
                 frame = self.mailbox.recv(zmq.NOBLOCK)
             except zmq.Again:
