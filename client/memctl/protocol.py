@@ -1267,7 +1267,7 @@ class Show(Request[ShowResult], tag="show"):
     target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
 
-class LatencySample(msgspec.Struct, kw_only=True, array_like=True):
+class LatencySample(msgspec.Struct, kw_only=True):
     """One served request: when (UTC epoch seconds), which operation, how long (ms)."""
 
     at: float

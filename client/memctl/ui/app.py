@@ -263,6 +263,9 @@ def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
             return Response("not found\n", status_code=404, media_type="text/plain")
         return Response(assets[name], media_type=ASSETS[name])
 
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)
+
     async def status(request: Request) -> Response:
         def go() -> Any:
             result = backend.call(p.StatusRequest())
@@ -444,6 +447,7 @@ def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
     routes = [
         Route("/", page),
         Route("/static/{name}", asset),
+        Route("/favicon.ico", favicon),
         Route("/api/status", status),
         Route("/api/projects", projects),
         Route("/api/project", switch, methods=["POST"]),

@@ -164,9 +164,6 @@ function route() {
   view(arg).catch((e) => main.replaceChildren(failure(e)));
 }
 
-window.addEventListener("hashchange", route);
-refreshHeader();
-route();
 
 // ------------------------------------------------------------------ Memory
 
@@ -460,7 +457,7 @@ VIEWS.audit = async function () {
       types.add(type);
       const sorted = [...types].sort();
       const keep = filter.value;
-      filter.replaceChildren(el("option", { value: "" }, "every operation"), sorted.map((t) => el("option", { value: t, selected: t === keep }, t)));
+      filter.replaceChildren(el("option", { value: "" }, "every operation"), ...sorted.map((t) => el("option", { value: t, selected: t === keep }, t)));
     }
     row.hidden = !!filter.value && filter.value !== type;
     if (fresh) row.classList.add("fresh");
@@ -700,3 +697,9 @@ function drawGraph(g) {
   }
   return el("div", { class: "graph-box" }, box);
 }
+
+// ------------------------------------------------------------------ start
+
+window.addEventListener("hashchange", route);
+refreshHeader();
+route();
