@@ -70,7 +70,7 @@ function ago(ts) {
   return Math.floor(s) + "s ago";
 }
 
-const ms = (v) => (v === null || v === undefined ? "-" : v.toFixed(1) + " ms");
+const num = (v) => (v === null || v === undefined ? "-" : v.toFixed(1));
 
 class ApiFailure extends Error {}
 
@@ -137,6 +137,9 @@ async function refreshHeader() {
     const info = status.project;
     const label = document.getElementById("project");
     label.textContent = info ? info.root : project + " (no project here)";
+    const name = (info ? info.root : project).split("/").filter(Boolean).pop() || "/";
+    document.getElementById("project-name").textContent = info ? name : name + " (no project)";
+    document.getElementById("project-name").title = label.textContent;
     document.getElementById("conn").textContent = "";
     const count = document.getElementById("review-count");
     count.textContent = info && info.awaiting_review ? String(info.awaiting_review) : "";
@@ -171,7 +174,7 @@ const memoryState = { q: "", category: "", status: "", archived: false, tag: "",
 
 VIEWS.memory = async function () {
   const st = memoryState;
-  const q = el("input", { type: "search", name: "q", value: st.q, placeholder: "Search memory (as memctl search)", "aria-label": "search", autocomplete: "off" });
+  const q = el("input", { type: "search", name: "q", value: st.q, placeholder: "Search memory", "aria-label": "search", autocomplete: "off" });
   const form = el("form", { class: "filters", role: "search" },
     el("div", { class: "searchline" }, q, el("button", { type: "submit" }, "Search")),
     el("div", { class: "filterline" },
@@ -320,7 +323,7 @@ VIEWS.review = async function () {
   const reason = el("input", { id: "reject-reason", placeholder: "reason for a rejection (optional)", "aria-label": "reason for a rejection" });
   main.append(el("h1", {}, "Review"),
     el("p", { class: "muted" }, `${data.total} waiting · preset ${data.preset} · keys: `, code("j"), "/", code("k"), " move, ", code("a"), " accept, ", code("r"), " reject, ", code("e"), " edit"),
-    el("div", { class: "filterline" }, field("Reject reason", reason)),
+    el("div", { class: "filterline" }, el("label", { class: "field wide" }, el("span", {}, "Reject reason"), reason)),
     el("div", { id: "notice", class: "notice", role: "status" }));
   const list = el("ol", { id: "review-list", class: "cards" });
   main.append(list);
@@ -366,7 +369,7 @@ VIEWS.review = async function () {
         el("span", { class: "score", title: "points against the preset's threshold" }, `${item.points}/${item.threshold} points`),
         item.signals.map((s) => badge(s, "tag"))),
       el("p", { class: "reason" }, item.reason),
-      origin ? el("p", { class: "muted small" }, "from ", code(origin), item.transcript_path ? " · " : "", item.transcript_path ? code(item.transcript_path) : "") : null);
+      origin ? el("p", { class: "muted small", title: item.transcript_path || "" }, "from ", code(origin), item.transcript_path ? " · " : "", item.transcript_path ? code(item.transcript_path.split("/").pop()) : "") : null);
     card.item = item;
     card.append(el("div", { class: "actions" },
       el("button", { class: "primary", onclick: () => decide(card, "accept") }, "Accept"),
@@ -537,7 +540,9 @@ function summarise(details) {
   }
   if (details.entry && typeof details.entry.content === "string") return details.entry.content;
   const ids = ["id", "entry_id", "ids", "entries"].map((k) => details[k]).find((v) => v);
-  return ids ? [].concat(ids).map(short).join(" ") : "";
+  const said = ids ? [].concat(ids).map((x) => short(typeof x === "string" ? x : JSON.stringify(x))).join(" ") : "";
+  const to = ["status", "relation"].map((k) => details[k]).find((v) => typeof v === "string");
+  return said + (to ? " → " + to : "");
 }
 
 // ------------------------------------------------------------------ Sessions
@@ -587,7 +592,7 @@ VIEWS.projects = async function () {
       el("h2", {}, pr.name, current ? badge("open here", "ok") : null),
       el("p", {}, code(pr.path)),
       info ? el("div", { class: "meta" },
-        badge(`${counts.confirmed} confirmed`), badge(`${counts.pinned} pinned`, "pinned"), badge(`${counts.candidate} candidates`, "candidate"), badge(`${counts.archived} archived`, "archived"),
+        badge(`${counts.confirmed} confirmed`), badge(`${counts.pinned} pinned`, "pinned"), badge(`${counts.candidate} candidates`, "candidate"), badge(`${counts.archived} archived`),
         badge(`${info.awaiting_review} to review`, info.awaiting_review ? "candidate" : ""), badge(`${info.sessions} sessions`), badge(`${info.index.documents} indexed`)) : el("p", { class: "muted" }, "not opened"),
       current ? null : el("div", { class: "actions" }, el("button", { onclick: async () => {
         try { await post("/api/project", { path: pr.path }); await refreshHeader(); location.hash = "#/memory"; } catch (e) { notice(e.message, "bad"); }
@@ -602,12 +607,12 @@ VIEWS.health = async function () {
   const h = await api("/api/health");
   main.append(el("h1", {}, "Health"));
   const table = el("table", { class: "grid" },
-    el("thead", {}, el("tr", {}, ["Operation", "Window", "Calls", "p50", "p95", "SLO"].map((t) => el("th", {}, t)))));
+    el("thead", {}, el("tr", {}, ["Operation", "Window", "Calls", "p50 ms", "p95 ms", "SLO"].map((t) => el("th", {}, t)))));
   const body = el("tbody", {});
   for (const w of h.windows) {
     const over = w.p95_ms !== null && w.p95_ms > h.slo_ms;
-    body.append(el("tr", {}, el("td", {}, w.op), el("td", {}, "last " + w.window), el("td", {}, String(w.count)),
-      el("td", {}, ms(w.p50_ms)), el("td", {}, ms(w.p95_ms)),
+    body.append(el("tr", {}, el("td", {}, w.op), el("td", {}, w.window), el("td", {}, String(w.count)),
+      el("td", {}, num(w.p50_ms)), el("td", {}, num(w.p95_ms)),
       el("td", {}, w.count ? badge(over ? "over" : "within", over ? "bad" : "ok") : "-")));
   }
   table.append(body);
@@ -669,12 +674,13 @@ VIEWS.graph = async function (id) {
 }
 
 function drawGraph(g) {
-  const size = 420, centre = size / 2;
+  const size = 480, centre = size / 2;
   const where = {};
   const rings = {};
   for (const n of g.nodes) (rings[n.depth] = rings[n.depth] || []).push(n);
+  const deepest = Math.max(1, ...g.nodes.map((n) => n.depth));
   for (const [depth, nodes] of Object.entries(rings)) {
-    const r = Number(depth) * 120;
+    const r = (Number(depth) * (centre - 50)) / deepest;
     nodes.forEach((n, i) => {
       const a = (2 * Math.PI * i) / nodes.length + Number(depth) * 0.5;
       where[n.id] = [centre + r * Math.cos(a), centre + r * Math.sin(a)];
@@ -685,7 +691,7 @@ function drawGraph(g) {
     const [a, b] = [where[e.source], where[e.target]];
     if (!a || !b) continue;
     box.append(svg("line", { x1: a[0], y1: a[1], x2: b[0], y2: b[1], class: "edge" }));
-    box.append(svg("text", { x: (a[0] + b[0]) / 2, y: (a[1] + b[1]) / 2 - 3, class: "edge-label" }, e.relation));
+    box.append(svg("text", { x: (a[0] + b[0]) / 2, y: (a[1] + b[1]) / 2 - 6, class: "edge-label" }, e.relation.replace("_", " ")));
   }
   for (const n of g.nodes) {
     const [x, y] = where[n.id];
