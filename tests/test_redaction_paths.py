@@ -9,6 +9,7 @@ validate`` reports it without quoting it."""
 from __future__ import annotations
 
 import json
+
 from conftest import Daemon, Env, Result, memctl, ok_json
 
 

@@ -198,7 +198,8 @@ def test_requests_without_the_token_from_another_host_or_without_the_header_are_
     assert ui.request("POST", "/api/entry", cookie_only, body)[0] == 403
     foreign = {**header, **as_json, "Origin": "http://evil.example"}
     assert ui.request("POST", "/api/entry", foreign, body)[0] == 403
-    assert ui.request("POST", "/api/entry", {**header, "Content-Type": "text/plain"}, body)[0] == 403
+    as_text = {**header, "Content-Type": "text/plain"}
+    assert ui.request("POST", "/api/entry", as_text, body)[0] == 403
     assert ok_json(env, "show", entry["id"])["entry"]["status"] == "confirmed"
     # With the header, it acts.
     assert ui.request("POST", "/api/entry", {**header, **as_json}, body)[0] == 200
@@ -217,6 +218,12 @@ def test_memory_search_shows_what_memctl_search_finds_in_its_order(
     total = ok_json(env, "list")["total"]
     assert page.text_content(".summary").endswith(f"of {total} entries, newest first")
     screenshots(page, "memory", folder, "#results li")
+    # Dark, as the system asks: the page follows prefers-color-scheme.
+    light = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    page.emulate_media(color_scheme="dark")
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") != light
+    page.screenshot(path=str(folder / "memory-dark-1280.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
 
     expected = [r["id"] for r in ok_json(env, "search", "pnpm", "-k", "20")["results"]]
     assert len(expected) >= 3
@@ -362,9 +369,11 @@ def test_projects_sessions_health_and_graph_views(
     inject_hour = next(w for w in health["windows"] if (w["op"], w["window"]) == ("inject", "hour"))
     assert inject_hour["count"] >= 1 and health["samples"]
     rows = page.eval_on_selector_all(
-        "table.grid tbody tr", "rows => rows.map(r => r.cells[0].textContent + r.cells[2].textContent)"
+        "table.grid tbody tr",
+        "rows => rows.map(r => [...r.cells].slice(0, 3).map(c => c.textContent))",
     )
-    assert len(rows) == len(health["windows"]) and page.locator("svg.chart rect").count() > 0
+    assert rows == [[w["op"], w["window"], str(w["count"])] for w in health["windows"]]
+    assert page.locator("svg.chart rect").count() == len(health["samples"])
     screenshots(page, "health", folder, "svg.chart")
 
     entries = [e for e in ok_json(env, "list")["entries"] if "pnpm" in e["content"]]

@@ -12,6 +12,7 @@ server listens on loopback only.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import importlib.resources
 import threading
@@ -142,7 +143,9 @@ class Guard:
             if message["type"] == "http.response.start":
                 extra = list(SECURITY_HEADERS)
                 if set_cookie:
-                    value = f"{self.cookie}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict"
+                    value = (
+                        f"{self.cookie}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict"
+                    )
                     extra.append((b"set-cookie", value.encode()))
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
@@ -431,7 +434,7 @@ def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
                 tail = p.AuditTail(n=10_000, after_seq=last, wait_ms=AUDIT_WAIT_MS)
                 try:
                     result = await anyio.to_thread.run_sync(
-                        lambda: backend.call(tail, AUDIT_WAIT_MS / 1000 + 5)
+                        functools.partial(backend.call, tail, AUDIT_WAIT_MS / 1000 + 5)
                     )
                 except ApiError as exc:
                     yield b"event: failed\ndata: " + _json.encode(exc.message) + b"\n\n"

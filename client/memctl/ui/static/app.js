@@ -606,14 +606,14 @@ VIEWS.projects = async function () {
 VIEWS.health = async function () {
   const h = await api("/api/health");
   main.append(el("h1", {}, "Health"));
-  const table = el("table", { class: "grid" },
-    el("thead", {}, el("tr", {}, ["Operation", "Window", "Calls", "p50 ms", "p95 ms", "SLO"].map((t) => el("th", {}, t)))));
+  const table = el("table", { class: "grid" }, el("caption", { class: "muted small" }, "latency in milliseconds"),
+    el("thead", {}, el("tr", {}, ["Operation", "Window", "Calls", "p50", "p95"].map((t) => el("th", {}, t)), el("th", { class: "slo-col" }, "SLO"))));
   const body = el("tbody", {});
   for (const w of h.windows) {
     const over = w.p95_ms !== null && w.p95_ms > h.slo_ms;
     body.append(el("tr", {}, el("td", {}, w.op), el("td", {}, w.window), el("td", {}, String(w.count)),
-      el("td", {}, num(w.p50_ms)), el("td", {}, num(w.p95_ms)),
-      el("td", {}, w.count ? badge(over ? "over" : "within", over ? "bad" : "ok") : "-")));
+      el("td", {}, num(w.p50_ms)), el("td", { class: over ? "over" : null }, num(w.p95_ms)),
+      el("td", { class: "slo-col" }, w.count ? badge(over ? "over" : "within", over ? "bad" : "ok") : "-")));
   }
   table.append(body);
   main.append(el("p", { class: "muted" }, `SLO: retrieval degrades when p95 passes ${h.slo_ms} ms; it is ${h.slo.degraded ? "degraded now" : "normal now"}.`),
@@ -646,7 +646,7 @@ function chart(samples, slo) {
     box.append(bar);
   });
   const y = height - (slo / top) * (height - 12);
-  box.append(svg("line", { x1: 0, x2: width, y1: y, y2: y, class: "slo" }), svg("text", { x: 4, y: Math.max(10, y - 3), class: "slo-label" }, `SLO ${slo} ms`));
+  box.append(svg("line", { x1: 0, x2: width, y1: y, y2: y, class: "slo" }), svg("text", { x: width - 4, y: Math.max(10, y - 3), class: "slo-label" }, `SLO ${slo} ms`));
   const legend = el("p", { class: "muted small legend" }, ["hook", "inject", "search"].map((op) => [el("span", { class: "swatch " + op }), op, " "]), `· the newest ${samples.length} calls, up to ${top.toFixed(0)} ms`);
   return el("div", {}, box, legend);
 }
