@@ -297,6 +297,15 @@ def test_review_accept_and_reject_from_the_keyboard_change_the_daemon(
     page.wait_for_selector(f"#review-list li[data-id='{second}']", state="detached")
     left = {i["id"] for i in ok_json(env, "review", "--limit", "500")["items"]}
     assert first not in left and second not in left
+
+    # e edits the selected item: the user's words become confirmed memory in its place.
+    third = page.eval_on_selector("#review-list li.selected", "n => n.dataset.id")
+    page.keyboard.press("e")
+    page.fill("#review-list li.selected textarea", "we record audio with AudioWorklet only")
+    page.click("#review-list li.selected button:text-is('Save as confirmed')")
+    page.wait_for_selector(f"#review-list li[data-id='{third}']", state="detached")
+    confirmed = ok_json(env, "list", "--status", "confirmed")["entries"]
+    assert "we record audio with AudioWorklet only" in {e["content"] for e in confirmed}
     audit = [json.loads(x)["event"] for x in memctl(env, "audit", "-n", "5").stdout.splitlines()]
     [rejected] = [e for e in audit if e["type"] == "review_rejected"]
     assert rejected["reason"] == "not what we do"
