@@ -1296,8 +1296,8 @@ class DegradeEvent(msgspec.Struct, kw_only=True):
 class HealthResult(msgspec.Struct, kw_only=True):
     """The daemon's health: latency per operation over the last hour and day against the SLO
     (``slo_ms``: retrieval degrades above it), the newest samples, degrade events, capture since
-    start, resident memory, the project's index size (None outside a project) and requests
-    waiting (parked)."""
+    start, resident memory, the project's index size (None outside a project), and how full the
+    ring is."""
 
     now: float
     uptime_s: float
