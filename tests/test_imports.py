@@ -179,3 +179,38 @@ def test_hook_and_other_commands_run_without_the_mcp_sdk(tmp_path: Path) -> None
             env=env,
         )
         assert out.stdout.split() == [expected_code, "[]"], (argv, out.stderr)
+
+
+UI_STACK = {"starlette", "uvicorn", "anyio", "playwright"}
+
+
+def test_the_hook_and_memctl_start_up_import_nothing_of_the_ui(tmp_path: Path) -> None:
+    """``memctl ui``'s parser is built with every other, but the memory browser (memctl.ui) and
+    its stack load only when it runs: not for the hook, not for any other command."""
+    env = {**os.environ, "MEMORYD_SOCKET": str(tmp_path / "absent.sock")}
+    for argv, stdin, expected_code in (
+        (["hook", "--agent", "claude"], '{"hook_event_name": "UserPromptSubmit"}', "0"),
+        (["status"], "", "3"),
+        (["ui", "--help"], "", "0"),
+    ):
+        code = (
+            "import sys\n"
+            f"sys.argv = {['memctl', *argv]!r}\n"
+            "from memctl import launch\n"
+            "try:\n"
+            "    code = launch.main()\n"
+            "except SystemExit as exc:\n"
+            "    code = exc.code\n"
+            "loaded = {m for m in sys.modules if m == 'memctl.ui' or m.startswith('memctl.ui.')}\n"
+            f"loaded |= {{m.split('.')[0] for m in sys.modules}} & {UI_STACK!r}\n"
+            "print(code, sorted(loaded))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        assert out.stdout.split()[-2:] == [expected_code, "[]"], (argv, out.stdout, out.stderr)

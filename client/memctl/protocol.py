@@ -1246,6 +1246,82 @@ class Share(Request[ShareResult], tag="share"):
     state: Literal["on", "off"] | None = None
 
 
+# --------------------------------------------------------------------------- the memory browser
+# What `memctl ui` needs that no other operation serves: one entry with its history, and the
+# daemon's latency samples (issue 18).
+
+
+class ShowResult(msgspec.Struct, kw_only=True):
+    """An entry, the audit events that name it (oldest first: the newest 200 of them among the
+    log's newest 20,000 events), and its edges."""
+
+    entry: Entry
+    history: list[AuditEvent]
+    edges: list[Edge]
+
+
+class Show(Request[ShowResult], tag="show"):
+    """Show one entry (by id or keyword): its content, provenance, its history from the audit
+    log and its edges."""
+
+    target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class LatencySample(msgspec.Struct, kw_only=True):
+    """One served request: when (UTC epoch seconds), which operation, how long (ms)."""
+
+    at: float
+    op: str
+    ms: float
+
+
+class LatencyWindow(msgspec.Struct, kw_only=True):
+    """One operation's latency over a window ("hour" or "day") of the ring."""
+
+    op: str
+    window: Literal["hour", "day"]
+    count: int
+    p50_ms: float | None
+    p95_ms: float | None
+
+
+class DegradeEvent(msgspec.Struct, kw_only=True):
+    """Retrieval switched to its cheaper mode (``degraded``) or back, at ``at``."""
+
+    at: float
+    degraded: bool
+    p95_ms: float
+
+
+class HealthResult(msgspec.Struct, kw_only=True):
+    """The daemon's health: latency per operation over the last hour and day against the SLO
+    (``slo_ms``: retrieval degrades above it), the newest samples, degrade events, capture since
+    start, resident memory, the project's index size (None outside a project), and how full the
+    ring is."""
+
+    now: float
+    uptime_s: float
+    slo_ms: float
+    windows: list[LatencyWindow]
+    samples: list[LatencySample]
+    degrade_events: list[DegradeEvent]
+    slo: SloInfo
+    capture: CaptureInfo
+    rss_bytes: int | None
+    index_documents: int | None
+    ring_size: int
+    ring_capacity: int
+
+
+class Health(Request[HealthResult], tag="health"):
+    """Show the daemon's health: hook, inject and search latency p50/p95 over the last hour and
+    day against the SLO, degrade events, capture throughput, memory and index size."""
+
+    needs_project = False  # the daemon's; the project's index size when there is one
+
+    samples: Annotated[int, msgspec.Meta(ge=0, le=5000)] = 300
+
+
 def _request_types(base: type[Request[Any]] = Request) -> tuple[type[Request[Any]], ...]:
     """Every concrete request type: each subclass that declares an ``op`` tag."""
     found: list[type[Request[Any]]] = []

@@ -397,3 +397,55 @@ def version(r: p.HelloResult) -> str:
 
 def shutdown(r: p.ShutdownResult) -> str:
     return "memoryd is stopping" if r.stopping else "memoryd was already stopping"
+
+
+def shown(r: p.ShowResult) -> str:
+    e, s = r.entry, r.entry.source
+    state = f"archived ({e.archived_reason})" if e.archived else e.status
+    where = " ".join(
+        f"{k}={v}"
+        for k, v in (
+            ("agent", s.agent),
+            ("session", s.session_id),
+            ("transcript", s.transcript_path),
+            ("offset", s.offset),
+            ("rule", s.rule_id),
+        )
+        if v is not None
+    )
+    lines = [
+        f"{e.id}  {e.category}/{state}  importance {e.importance:.2f}  "
+        f"confidence {e.confidence:.2f}",
+        e.content,
+        f"source: {s.kind}" + (f" ({where})" if where else ""),
+        f"created {ago(e.created_at)} ago, updated {ago(e.updated_at)} ago",
+    ]
+    if e.tags:
+        lines.append("tags: " + ", ".join(e.tags))
+    if e.file_paths:
+        lines.append("files: " + ", ".join(e.file_paths))
+    lines += [f"edge: {_short(x.source)} {x.relation} {_short(x.target)}" for x in r.edges]
+    lines.append(f"history: {len(r.history)} audit events (memctl --json show lists them)")
+    return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def health(r: p.HealthResult) -> str:
+    rows = [["OP", "WINDOW", "COUNT", "P50 MS", "P95 MS"]]
+    rows += [[w.op, w.window, str(w.count), _ms(w.p50_ms), _ms(w.p95_ms)] for w in r.windows]
+    mode = "degraded" if r.slo.degraded else "normal"
+    lines = [
+        table(rows),
+        f"SLO: retrieval degrades above p95 {r.slo_ms:.0f} ms (now {mode}); "
+        f"{len(r.degrade_events)} degrade events",
+        f"capture: {r.capture.files} files, {r.capture.messages} messages, "
+        f"{r.capture.live_sessions} live sessions in {r.uptime_s:.0f}s",
+    ]
+    if r.rss_bytes is not None:
+        lines.append(f"memory: {r.rss_bytes / 2**20:.1f} MiB resident")
+    if r.index_documents is not None:
+        lines.append(f"index: {r.index_documents} documents")
+    return "\n".join(lines)

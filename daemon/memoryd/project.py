@@ -954,6 +954,15 @@ class ProjectMemory:
         """The newest ``n`` audit events (those after ``after_seq`` when given), oldest first."""
         return self.journal.tail(n, after_seq)
 
+    def show(self, target: str) -> p.ShowResult:
+        """One entry (by id, unique prefix or keyword), the audit events that name it and its
+        edges (the memory browser's entry page)."""
+        entry = self._one_target(target)
+        named = [e for e in self.journal.tail(SHOW_HISTORY_SCAN) if entry.id in e.line]
+        return p.ShowResult(
+            entry=entry, history=named[-SHOW_HISTORY_MAX:], edges=self.store.edges([entry.id])
+        )
+
     def audit_last_seq(self) -> int:
         """The sequence number of the newest audit event."""
         return self.journal.last_seq
@@ -1033,6 +1042,8 @@ class ProjectMemory:
 QUARANTINE_S = 24 * 3600
 REVIEW_COUNT_CAP = 10_000  # findings counted for status at most
 EPISODE_SEARCH_SCAN = 10_000  # episodes a text query looks through
+SHOW_HISTORY_SCAN = 20_000  # audit events an entry page looks through for its history
+SHOW_HISTORY_MAX = 200
 _CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
 
 

@@ -8,6 +8,7 @@ switches to a cheaper scan when retrieval gets slow.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -43,6 +44,8 @@ class Recall:
     ) -> None:
         self.config = config
         self.slo = slo
+        # The newest switches to the cheaper mode and back, for ``memctl health``.
+        self.slo_events: deque[p.DegradeEvent] = deque(maxlen=100)
         self.default_ceiling = default_ceiling
         self.extra_shares = {"instructions": instructions_share}
         self.reranker = reranker or retrieval.NoOpReranker()
@@ -93,6 +96,10 @@ class Recall:
 
     def _timed(self, started: float) -> None:
         change = self.slo.record((time.perf_counter() - started) * 1000)
+        if change is not None:
+            self.slo_events.append(
+                p.DegradeEvent(at=self._clock(), degraded=change.degraded, p95_ms=change.p95_ms)
+            )
         if change is not None and self._log is not None:
             event = "slo_degraded" if change.degraded else "slo_recovered"
             self._log.warning(event, p95_ms=round(change.p95_ms, 3))

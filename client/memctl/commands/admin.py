@@ -7,7 +7,7 @@ import sys
 
 from memctl import __version__, protocol, render
 from memctl.cli import BULK_BUDGET_S, EXIT_OK, EXIT_UNAVAILABLE, Failed, Session
-from memctl.commands import Commands
+from memctl.commands import Commands, lazy
 from memctl.transport import Client, DaemonUnavailable
 
 FOLLOW_WAIT_MS = 25_000
@@ -20,6 +20,10 @@ def register(c: Commands) -> None:
     p.add_argument("-n", type=int, default=20)
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     c.add("check", cmd_check, protocol.Check)
+    c.add("health", cmd_health, protocol.Health)
+    p = c.add("ui", lazy("memctl.ui.command", "cmd_ui"), help="open the memory browser")
+    p.add_argument("--port", type=int, default=0, help="listen on this port (default: a free one)")
+    p.add_argument("--no-browser", action="store_true", help="print the address only")
     c.add("shutdown", cmd_shutdown, protocol.Shutdown)
 
 
@@ -63,6 +67,10 @@ def _print_events(events: list[protocol.AuditEvent]) -> None:
     for event in events:
         sys.stdout.write(event.line + "\n")
     sys.stdout.flush()
+
+
+def cmd_health(s: Session) -> None:
+    s.emit(s.call(protocol.Health()), render.health)
 
 
 def cmd_check(s: Session) -> None:

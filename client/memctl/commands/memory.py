@@ -100,6 +100,7 @@ def _register_seed001(c: Commands) -> None:
     p.add_argument("source", metavar="SRC")
     p.add_argument("target", metavar="DST")
     p.add_argument("--relation", required=True, choices=list(get_args(protocol.Relation)))
+    c.add("show", cmd_show, protocol.Show).add_argument("target", metavar="ID|KEYWORD")
     p = c.add("graph", cmd_graph, protocol.Graph)
     p.add_argument("target", metavar="ID|KEYWORD")
     p.add_argument("--depth", type=int, default=1, help="edges away from the entry (1-5)")
@@ -312,6 +313,10 @@ def cmd_connect(s: Session) -> None:
     a = s.args
     request = protocol.Connect(source=a.source, target=a.target, relation=a.relation)
     s.emit(s.call(request), render.connected)
+
+
+def cmd_show(s: Session) -> None:
+    s.emit(s.call(protocol.Show(target=s.args.target)), render.shown)
 
 
 def cmd_graph(s: Session) -> None:

@@ -19,6 +19,7 @@ from memoryd.banks.writer import BankWriter
 from memoryd.capture.service import CaptureService
 from memoryd.capture.watcher import TranscriptWatcher
 from memoryd.compactor import Compactor
+from memoryd.health import HealthRing
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 from memoryd.share import ShareService, ShareWriter
@@ -82,6 +83,8 @@ class DaemonContext:
     keep_socket: Callable[[], bool] | None = None
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     started: float = field(default_factory=time.monotonic)
+    # Latency of the requests an agent waits on, for ``health`` (filled by the loop).
+    health: HealthRing = field(default_factory=HealthRing)
 
     def request_stop(self, reason: str) -> None:
         if self.lifecycle.stop(reason, wait_for_client=reason == "shutdown request"):

@@ -347,7 +347,9 @@ class Server:
         encoded = p.encode(reply)
         self._send(envelope, encoded)
         outcome = "ok" if isinstance(reply, p.Ok) else reply.code.value
-        self._log.info("request", op=op, project=project, ms=_ms(started), outcome=outcome)
+        ms = _ms(started)
+        self.context.health.record(time.time(), op, ms)
+        self._log.info("request", op=op, project=project, ms=ms, outcome=outcome)
         return encoded
 
     def _send(self, envelope: list[bytes], encoded: bytes) -> None:

@@ -10,6 +10,7 @@ import msgspec
 
 from memctl import __version__
 from memctl import protocol as p
+from memoryd.health import rss_bytes
 from memoryd.server.context import DaemonContext, Handler, Parked
 
 
@@ -49,6 +50,26 @@ def audit_tail(ctx: DaemonContext, req: p.AuditTail) -> p.AuditResult | Parked:
     )
 
 
+def health(ctx: DaemonContext, req: p.Health) -> p.HealthResult:
+    here = req.project and (req.project_explicit or ctx.registry.resolves(req.project))
+    index = ctx.registry.get(req.project).info().index.documents if here else None
+    now = time.time()
+    return p.HealthResult(
+        now=now,
+        uptime_s=round(time.monotonic() - ctx.started, 3),
+        slo_ms=ctx.recall.slo.degrade_above_ms,
+        windows=ctx.health.windows(now),
+        samples=ctx.health.newest(req.samples),
+        degrade_events=list(ctx.recall.slo_events),
+        slo=p.SloInfo(**msgspec.structs.asdict(ctx.recall.slo.state())),
+        capture=ctx.capture.status() if ctx.capture else p.CaptureInfo(enabled=False),
+        rss_bytes=rss_bytes(),
+        index_documents=index,
+        ring_size=len(ctx.health),
+        ring_capacity=ctx.health.capacity,
+    )
+
+
 def check(ctx: DaemonContext, req: p.Check) -> p.CheckResult:
     return ctx.registry.get(req.project).check()
 
@@ -68,6 +89,7 @@ HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.StatusRequest: status,
     p.AuditTail: audit_tail,
     p.Check: check,
+    p.Health: health,
     p.Shutdown: shutdown,
     p.ProjectsRemove: projects_remove,
 }

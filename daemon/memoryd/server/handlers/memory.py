@@ -157,6 +157,10 @@ def connect(ctx: DaemonContext, req: p.Connect) -> p.Edge:
     return ctx.registry.get(req.project).connect(req.source, req.target, req.relation)
 
 
+def show(ctx: DaemonContext, req: p.Show) -> p.ShowResult:
+    return ctx.registry.get(req.project).show(req.target)
+
+
 def graph(ctx: DaemonContext, req: p.Graph) -> p.GraphResult:
     return ctx.registry.get(req.project).graph(req.target, req.depth)
 
@@ -188,6 +192,7 @@ def share(ctx: DaemonContext, req: p.Share) -> p.ShareResult | Parked:
 
 
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
+    p.Show: show,
     p.Remember: remember,
     p.Search: search,
     p.Inject: inject,
