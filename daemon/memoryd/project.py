@@ -953,12 +953,23 @@ class ProjectMemory:
 
     # ------------------------------------------------------------------ upkeep
 
-    def sync_index(self) -> None:
+    def sync_index(self, *, finish_rebuild: bool = True) -> None:
+        """Bring the index up to the store. A rebuild under way is finished first, unless
+        ``finish_rebuild`` is False (upkeep: the timed commit, compaction, closing), which
+        leaves it to its steps: it catches up with every change when it ends."""
+        if self.index.rebuilding:
+            if not finish_rebuild:
+                return
+            self._index_dirty = True  # it stands for the store as it began: catch up after
         if self._index_dirty:
             self._unindexed.clear()
             self.index.sync(self.store)
             self.store.prune_changes(self.index.applied_seq)
             self._index_dirty = False
+
+    def index_rebuild_step(self) -> bool:
+        """A page of an index rebuild under way (idle work); returns whether more remains."""
+        return self.index.rebuild_step()
 
     def info(self) -> p.ProjectInfo:
         state = self.index.state()
@@ -974,6 +985,9 @@ class ProjectMemory:
                 documents=state.documents,
                 applied_seq=state.applied_seq,
                 rebuilt_at_open=state.rebuilt_at_open,
+                rebuilding=None
+                if state.rebuilding is None
+                else p.Progress(done=state.rebuilding[0], total=state.rebuilding[1]),
             ),
         )
 
@@ -1000,7 +1014,7 @@ class ProjectMemory:
 
     def close(self) -> None:
         self.flush_accesses()
-        self.sync_index()
+        self.sync_index(finish_rebuild=False)
         self.index.close()
         self.store.close()
         self.journal.close()
