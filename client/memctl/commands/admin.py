@@ -33,22 +33,25 @@ def register(c: Commands) -> None:
 
 
 def cmd_status(s: Session) -> None:
+    deadline = time.monotonic() + s.args.timeout if s.args.timeout else None
     result = s.call(protocol.StatusRequest())
     if not s.args.wait:
         s.emit(result, render.status)
         return
-    result, ended = _wait(s, result)
+    result, ended = _wait(s, result, deadline)
     s.emit(result, render.status)
     if not ended:
         raise Failed(f"still under way after {s.args.timeout:g} s", error="timeout")
 
 
-def _wait(s: Session, result: protocol.StatusResult) -> tuple[protocol.StatusResult, bool]:
-    """Poll until no long work is under way (each poll waits in the daemon, not here), under
-    ``--timeout`` as a whole when given; returns the last status and whether the work ended."""
+def _wait(
+    s: Session, result: protocol.StatusResult, deadline: float | None
+) -> tuple[protocol.StatusResult, bool]:
+    """Poll until no long work is under way (each poll waits in the daemon, not here), until
+    ``deadline`` (``--timeout`` for the whole command) when given; returns the last status and
+    whether the work ended."""
     from memctl import progress  # tqdm: loaded by this command alone
 
-    deadline = time.monotonic() + s.args.timeout if s.args.timeout else None
     work = progress.DaemonWork(shown=not s.as_json)
     try:
         while True:
@@ -60,7 +63,9 @@ def _wait(s: Session, result: protocol.StatusResult) -> tuple[protocol.StatusRes
                 left_ms = int((deadline - time.monotonic()) * 1000)
                 if left_ms <= 0:
                     return result, False
-                wait_ms = min(wait_ms, left_ms)
+                # Half of what is left: the reply has the other half (each call's budget is
+                # --timeout too) to be computed and come back.
+                wait_ms = min(wait_ms, left_ms // 2 + 1)
             request = protocol.StatusRequest(wait_ms=wait_ms)
             result = s.call(request, BULK_BUDGET_S + wait_ms / 1000)
     finally:
