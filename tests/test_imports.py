@@ -74,6 +74,7 @@ def test_client_runtime_import_set_is_small() -> None:
         "sqlite3",
         "platformdirs",
         "mcp",
+        "tqdm",
     }
     assert not {m.split(".")[0] for m in loaded} & heavy
 
@@ -137,6 +138,8 @@ def test_hook_command_is_found_behind_global_options() -> None:
 
 
 SDK_AND_ITS_DEPENDENCIES = {"mcp", "mcp_types", "pydantic", "pydantic_core", "anyio", "starlette"}
+# Loaded by the commands that draw progress bars (import, status --wait) when they run.
+LOADED_WHEN_USED = SDK_AND_ITS_DEPENDENCIES | {"tqdm"}
 
 
 def test_only_the_mcp_command_loads_the_mcp_sdk() -> None:
@@ -150,12 +153,12 @@ def test_only_the_mcp_command_loads_the_mcp_sdk() -> None:
         "assert _parser(only_hook=True).parse_args(['hook']).command == 'hook'"
     )
     assert "memctl.commands.agents" in loaded  # the check saw the command that starts it
-    assert not {m.split(".")[0] for m in loaded} & SDK_AND_ITS_DEPENDENCIES
+    assert not {m.split(".")[0] for m in loaded} & LOADED_WHEN_USED
 
 
 def test_hook_and_other_commands_run_without_the_mcp_sdk(tmp_path: Path) -> None:
     """The commands run through ``memctl.launch`` as an agent runs them (no daemon here: the hook
-    prints nothing, the others exit 3) and load neither the SDK nor pydantic."""
+    prints nothing, the others exit 3) and load neither the SDK nor pydantic, nor tqdm."""
     env = {**os.environ, "MEMORYD_SOCKET": str(tmp_path / "absent.sock")}
     for argv, stdin, expected_code in (
         (["hook", "--agent", "claude"], '{"hook_event_name": "UserPromptSubmit"}', "0"),
@@ -168,7 +171,7 @@ def test_hook_and_other_commands_run_without_the_mcp_sdk(tmp_path: Path) -> None
             "from memctl import launch\n"
             "code = launch.main()\n"
             "top = {m.split('.')[0] for m in sys.modules}\n"
-            f"print(code, sorted(top & {set(SDK_AND_ITS_DEPENDENCIES)!r}))\n"
+            f"print(code, sorted(top & {set(LOADED_WHEN_USED)!r}))\n"
         )
         out = subprocess.run(
             [sys.executable, "-c", code],
@@ -214,3 +217,40 @@ def test_the_hook_and_memctl_start_up_import_nothing_of_the_ui(tmp_path: Path) -
             env=env,
         )
         assert out.stdout.split()[-2:] == [expected_code, "[]"], (argv, out.stdout, out.stderr)
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """What ``path`` imports outside its functions (``from memctl import progress`` counts as
+    ``memctl.progress``)."""
+    names: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+                names.add(node.module)
+            elif isinstance(node, ast.If | ast.Try | ast.With | ast.ClassDef):
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    inner = getattr(node, field, [])
+                    visit([s for h in inner for s in h.body] if field == "handlers" else inner)
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return names
+
+
+def test_tqdm_is_imported_only_when_a_bar_is_drawn(tmp_path: Path) -> None:
+    """``memctl.progress`` (tqdm) is imported inside the commands that draw bars, never at a
+    module's top: no other command, and not the hook, loads it."""
+    for path in (ROOT / "client" / "memctl").rglob("*.py"):
+        if path.name != "progress.py":
+            found = _module_level_imports(path) & {"tqdm", "memctl.progress"}
+            assert not found, f"{path} imports {found} at its top"
+    # The check sees a top-level import, in a block too, and not one inside a function.
+    module = tmp_path / "m.py"
+    module.write_text(
+        "try:\n    from memctl import progress\nexcept ImportError:\n    pass\n"
+        "def f():\n    import tqdm\n"
+    )
+    assert _module_level_imports(module) == {"memctl", "memctl.progress"}

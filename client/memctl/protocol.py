@@ -147,13 +147,22 @@ class EntryCounts(msgspec.Struct, kw_only=True):
     archived: int = 0
 
 
+class Progress(msgspec.Struct, kw_only=True):
+    """Long work of the daemon: ``done`` of ``total``, in the unit its field names."""
+
+    done: int
+    total: int
+
+
 class IndexInfo(msgspec.Struct, kw_only=True):
-    """The search index: documents held, the last change sequence applied, and why it was rebuilt
-    from the database when the project was opened (None: it was not)."""
+    """The search index: documents held, the last change sequence applied, why it was rebuilt
+    from the database when the project was opened (None: it was not), and the documents written
+    of a rebuild still under way (None: none is)."""
 
     documents: int
     applied_seq: int
     rebuilt_at_open: str | None
+    rebuilding: Progress | None = None
 
 
 class ProjectInfo(msgspec.Struct, kw_only=True):
@@ -175,6 +184,15 @@ class SloInfo(msgspec.Struct, kw_only=True):
     samples: int = 0
 
 
+class Backlog(msgspec.Struct, kw_only=True):
+    """Transcripts queued to be read between requests (at start, those changed in the last
+    ``capture.backfill_days``): files, and the bytes of them not read before, done of total
+    since the backlog was last empty."""
+
+    files: Progress
+    bytes: Progress
+
+
 class CaptureInfo(msgspec.Struct, kw_only=True):
     """Transcript capture since the daemon started: transcript files and messages read, files no
     project could be found for, malformed lines, record kinds no parser knows (by kind), and the
@@ -187,6 +205,7 @@ class CaptureInfo(msgspec.Struct, kw_only=True):
     malformed: int = 0
     unknown_records: dict[str, int] = {}
     live_sessions: int = 0
+    backlog: Backlog | None = None
 
 
 class StatusResult(msgspec.Struct, kw_only=True):
@@ -195,6 +214,13 @@ class StatusResult(msgspec.Struct, kw_only=True):
     slo: SloInfo
     errors: list[BackgroundError]
     capture: CaptureInfo
+
+    def work_under_way(self) -> bool:
+        """Whether the daemon is rebuilding this project's index or reading a transcript
+        backlog (``memctl status --wait`` waits for both to end)."""
+        rebuilding = self.project is not None and self.project.index.rebuilding is not None
+        backlog = self.capture.backlog
+        return rebuilding or (backlog is not None and backlog.files.done < backlog.files.total)
 
 
 class RememberResult(msgspec.Struct, kw_only=True):
@@ -638,9 +664,14 @@ class Hello(Request[HelloResult], tag="hello"):
 
 
 class StatusRequest(Request[StatusResult], tag="status"):
-    """Show the daemon and the current project: entry counts, sessions, SLO, recent errors."""
+    """Show the daemon and the current project: entry counts, sessions, SLO, recent errors.
+
+    With ``wait_ms``, while long work is under way (an index rebuild, a transcript backlog), the
+    reply waits until it ends or ``wait_ms`` has passed, and then tells how far it is."""
 
     needs_project = False  # it says so when there is none
+
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 0
 
 
 class Remember(Request[RememberResult], tag="remember"):

@@ -49,6 +49,19 @@ def status(r: p.StatusResult) -> str:
             lines.append(f"conflicts: {project.open_conflicts} open (memctl conflicts)")
         if project.last_compacted_at is not None:
             lines.append(f"compaction: last ran {ago(project.last_compacted_at)} ago")
+        if (rebuild := project.index.rebuilding) is not None:
+            why = f" ({project.index.rebuilt_at_open})" if project.index.rebuilt_at_open else ""
+            lines.append(
+                f"index: rebuilding{why}, {rebuild.done:,} of {rebuild.total:,} documents "
+                "(memctl status --wait)"
+            )
+    backlog = r.capture.backlog
+    if backlog is not None and backlog.files.done < backlog.files.total:
+        lines.append(
+            f"capture: reading transcripts, {backlog.files.done:,} of {backlog.files.total:,} "
+            f"files, {_mb(backlog.bytes.done)} of {_mb(backlog.bytes.total)} MB "
+            "(memctl status --wait)"
+        )
     slo = r.slo
     if slo.p95_ms is not None:
         state = "degraded" if slo.degraded else "normal"
@@ -56,6 +69,10 @@ def status(r: p.StatusResult) -> str:
     for err in r.errors:
         lines.append(f"recent {err.severity}: {err.description}")
     return "\n".join(lines)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1_000_000:,.1f}"
 
 
 def compacted(r: p.CompactResult) -> str:

@@ -275,7 +275,7 @@ class Daemon:
             max_message_bytes=self.settings.server.max_message_bytes,
             reply_cache_size=self.settings.server.reply_cache_size,
             log=self.log,
-            idle_work=_idle_work(capture, compactor, share),
+            idle_work=_idle_work(registry, capture, compactor, share),
         )
         return server
 
@@ -431,15 +431,22 @@ def _slo_monitor(settings: config.SloSettings) -> SloMonitor:
 
 
 def _idle_work(
-    capture: CaptureService | None, compactor: Compactor, share: ShareService
+    registry: ProjectRegistry,
+    capture: CaptureService | None,
+    compactor: Compactor,
+    share: ShareService,
 ) -> Callable[[], bool]:
-    """A piece of each kind of background work per loop turn: transcripts queued at start,
-    then a step of compaction; and the shared files of projects that changed go to their
-    writer."""
+    """A piece of each kind of background work per loop turn: a page of an index rebuild, a
+    transcript queued at start, then a step of compaction (none while a rebuild goes on: a
+    search waits for the rebuild, and compaction's index updates would too); and the shared
+    files of projects that changed go to their writer."""
 
     def work() -> bool:
+        rebuilding = any(project.index_rebuild_step() for project in registry.opened())
         more = capture.work_backlog() if capture is not None else False
         share.step()
+        if rebuilding:
+            return True
         return compactor.step() or more
 
     return work

@@ -111,7 +111,7 @@ class CompactionRun:
             # The index learns of each batch in a step of its own: left to the next search,
             # a whole run's archives would hold the owner thread for seconds at 300,000.
             yield
-            project.sync_index()
+            project.sync_index(finish_rebuild=False)
         project.compacted_at = now
         counts = project.entry_counts()
         self.result = p.CompactResult(

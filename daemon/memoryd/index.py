@@ -5,6 +5,10 @@ change sequence it has applied, so "what the index knows" is exactly as durable 
 open it catches up from the store's change log, or rebuilds when it is missing, unreadable or
 ahead of the store. Callers ``sync`` before searching, which gives read-your-writes while letting
 several writes share one commit.
+
+A rebuild at open goes a page per ``rebuild_step`` (the loop's idle work), so that the daemon
+answers meanwhile and ``status`` can report how far it is; whatever needs the index before it
+ends (a search, a sync) finishes it first.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ ANALYZER = "memoryd_en"
 # the range of an ordinary BM25 match lets a typo query still reach its entry.
 LOOSE_MATCH_BOOST = 2.0
 REBUILD_ABOVE = 20_000
+# Entries a rebuild step writes: some 40 ms of the owner thread (30,000 entries rebuild in ~2.3 s).
+REBUILD_PAGE = 500
 CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
 STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
 
@@ -179,6 +185,24 @@ class IndexState:
     applied_seq: int
     documents: int
     rebuilt_at_open: str | None  # why the index was rebuilt when opened, if it was
+    rebuilding: tuple[int, int] | None = None  # (documents written, to write) of one under way
+
+
+@dataclass
+class _Rebuild:
+    """A rebuild under way: the store change sequence it will stand for once committed (later
+    changes are caught up by the next ``sync``, which deletes each changed id before adding it
+    again), the last entry id written, and documents written of those counted at its start."""
+
+    store: Store
+    seq: int
+    total: int
+    started: float
+    after: str = ""
+    done: int = 0
+    findings: list[SessionFinding] | None = None  # read once every entry is written
+    promoted: frozenset[str] = frozenset()
+    next_finding: int = 0
 
 
 class IndexWriteFailed(Unavailable):
@@ -194,6 +218,7 @@ class SearchIndex:
         self._heap = heap_bytes
         self._schema = _schema()
         self.rebuild_reason: str | None = None
+        self._rebuild: _Rebuild | None = None
         self._open()
 
     def _open(self) -> None:
@@ -263,7 +288,10 @@ class SearchIndex:
 
     @property
     def _w(self) -> tantivy.IndexWriter:
-        assert self._writer is not None
+        """The writer, taken anew after a failed write let the last one go (``sync``)."""
+        if self._writer is None:
+            self._writer = self._index.writer(self._heap, 1)
+            self._writer.garbage_collect_files()  # what the failed commit left behind
         return self._writer
 
     def _commit(self, seq: int) -> None:
@@ -275,27 +303,27 @@ class SearchIndex:
         self.applied_seq = seq
 
     def open_synced(self, store: Store) -> None:
-        """Catch up with the store at start-up; an index that cannot, is rebuilt from scratch."""
+        """Catch up with the store at start-up; an index that cannot is rebuilt from scratch, a
+        page per ``rebuild_step``."""
         try:
-            self.sync(store)
+            self.sync(store, stepwise=True)
         except IndexWriteFailed as exc:
             self.rebuild_reason = f"catch-up failed ({exc.__cause__})"
             shutil.rmtree(self.directory, ignore_errors=True)
             self._open()
-            self.rebuild(store)
+            self.begin_rebuild(store)
 
-    def sync(self, store: Store) -> int:
+    def sync(self, store: Store, *, stepwise: bool = False) -> int:
         """Apply every store change the index has not seen; returns how many entries changed.
+        A rebuild under way is finished first; one that this sync needs is done at once, or
+        with ``stepwise`` only begun.
 
         A write that fails (disk full, no permission: tantivy kills its writer then) raises
         ``IndexWriteFailed`` with the cause, and leaves the index as last committed, still
         searchable; the next ``sync`` takes a fresh writer and applies the same changes again,
         so the index heals by itself once the cause is gone."""
         try:
-            if self._writer is None:
-                self._writer = self._index.writer(self._heap, 1)
-                self._writer.garbage_collect_files()  # what the failed commit left behind
-            return self._sync(store)
+            return self._sync(store, stepwise)
         except (ValueError, OSError) as exc:
             self._drop_writer()
             raise IndexWriteFailed(f"the search index cannot be written: {exc}") from exc
@@ -303,26 +331,29 @@ class SearchIndex:
     def _drop_writer(self) -> None:
         """Let a failed writer go (and its lock on the directory) with what it had not
         committed; ``applied_seq`` still says what the index holds."""
+        self._rebuild = None
         writer, self._writer = self._writer, None
         if writer is not None:
             with contextlib.suppress(Exception):
                 writer.rollback()
             del writer
 
-    def _sync(self, store: Store) -> int:
+    def _sync(self, store: Store, stepwise: bool) -> int:
+        if self._rebuild is not None:
+            self.finish_rebuild()
         store_seq = store.change_seq()
         if self.applied_seq < 0 or self.applied_seq > store_seq:
             if self.rebuild_reason is None and store_seq > 0:
                 self.rebuild_reason = (
                     "missing index" if self.applied_seq < 0 else "index ahead of store"
                 )
-            return self.rebuild(store)
+            return self._rebuild_from(store, stepwise)
         if self.applied_seq == store_seq:
             return 0
         ids, seq = store.changed_since(self.applied_seq)
         if len(ids) > REBUILD_ABOVE:
             # Past this, deleting and re-adding one by one is slower than starting over.
-            return self.rebuild(store)
+            return self._rebuild_from(store, stepwise)
         entry_ids, finding_ids = split_ids(ids)
         entries = store.get_many(entry_ids)
         findings = store.get_findings(finding_ids) if finding_ids else {}
@@ -336,20 +367,79 @@ class SearchIndex:
         self._commit(seq)
         return len(ids)
 
+    def _rebuild_from(self, store: Store, stepwise: bool) -> int:
+        if stepwise:
+            self.begin_rebuild(store)
+            return 0
+        return self.rebuild(store)
+
     def rebuild(self, store: Store) -> int:
-        started = time.monotonic()
+        """Rebuild from the store now; returns the documents written."""
+        self.begin_rebuild(store)
+        return self.finish_rebuild()
+
+    def begin_rebuild(self, store: Store) -> None:
+        """Start a rebuild that ``rebuild_step`` carries on. Until it is committed, searches
+        would see the index as it was: ``sync`` and ``retrieve`` finish it first."""
         self._w.delete_all_documents()
-        count = 0
-        for entry in store.iter_all():
-            self._w.add_document(self._document(entry))
-            count += 1
-        findings = list(store.iter_findings())
-        promoted = store.settled_findings([f.id for f in findings]) if findings else set()
-        for finding in findings:
-            self._w.add_document(self._finding_document(finding, finding.id in promoted))
-        self._commit(store.change_seq())
-        self.last_rebuild_s = time.monotonic() - started
-        return count
+        c = store.counts()
+        total = c.candidate + c.confirmed + c.pinned + c.archived + store.finding_count()
+        self._rebuild = _Rebuild(store, store.change_seq(), total, time.monotonic())
+
+    def finish_rebuild(self) -> int:
+        """Carry a rebuild under way to its end; returns the documents it wrote."""
+        r = self._rebuild
+        while self.rebuild_step():
+            pass
+        return r.done if r is not None else 0
+
+    def rebuild_step(self) -> bool:
+        """Write the next page of a rebuild under way (its last step commits it); returns
+        whether more remains. A step that fails abandons the rebuild: the index stays as it
+        was committed, and the next sync rebuilds it."""
+        r = self._rebuild
+        if r is None:
+            return False
+        try:
+            more = self._step(r)
+            if not more:
+                self._commit(r.seq)
+        except BaseException:
+            self._abandon_rebuild()
+            raise
+        if not more:
+            self.last_rebuild_s = time.monotonic() - r.started
+            self._rebuild = None
+        return more
+
+    def _step(self, r: _Rebuild) -> bool:
+        if r.findings is None:
+            page = r.store.entries_after(r.after, REBUILD_PAGE)
+            for entry in page:
+                self._w.add_document(self._document(entry))
+            r.done += len(page)
+            if page:
+                r.after = page[-1].id
+                return True
+            r.findings = list(r.store.iter_findings())
+            if r.findings:
+                r.promoted = frozenset(r.store.settled_findings([f.id for f in r.findings]))
+        batch = r.findings[r.next_finding : r.next_finding + REBUILD_PAGE]
+        for finding in batch:
+            self._w.add_document(self._finding_document(finding, finding.id in r.promoted))
+        r.done += len(batch)
+        r.next_finding += len(batch)
+        return r.next_finding < len(r.findings)
+
+    def _abandon_rebuild(self) -> None:
+        """Drop a rebuild under way: what it wrote is rolled back, and the index is as it was
+        last committed, which the next open (or sync) rebuilds again."""
+        if self._rebuild is not None:
+            self._drop_writer()  # rolled back; a fresh writer is taken when next needed
+
+    @property
+    def rebuilding(self) -> bool:
+        return self._rebuild is not None
 
     def retrieve(
         self,
@@ -362,6 +452,8 @@ class SearchIndex:
     ) -> Hits:
         """BM25 with field boosts over weighted terms, plus prefix and fuzzy matches, limited to
         ``scan`` candidates of ``scope``, each with the metadata the pipeline scores on."""
+        if self._rebuild is not None:
+            self.finish_rebuild()
         searcher = self._index.searcher()
         if not terms:
             return Hits(searcher, [])
@@ -447,9 +539,13 @@ class SearchIndex:
 
     def state(self) -> IndexState:
         docs = self._index.searcher().num_docs
-        return IndexState(self.applied_seq, max(0, docs - 1), self.rebuild_reason)
+        r = self._rebuild
+        rebuilding = None if r is None else (r.done, max(r.done, r.total))
+        return IndexState(self.applied_seq, max(0, docs - 1), self.rebuild_reason, rebuilding)
 
     def close(self) -> None:
+        # A rebuild still under way is done again at the next open rather than held up here.
+        self._abandon_rebuild()
         # Dropping the writer releases tantivy's directory lock for the next open.
         if self._writer is not None:
             self._writer.wait_merging_threads()

@@ -969,11 +969,18 @@ class ProjectMemory:
 
     # ------------------------------------------------------------------ upkeep
 
-    def sync_index(self) -> None:
-        """Bring the index up to the store. One that cannot be written (disk full, no
-        permission) keeps serving what it last committed: the cause is reported once, and every
-        later sync (a search, the ``index_commit`` job) tries again, so the index catches up
-        by itself once the cause is gone; the store is the truth, nothing is lost meanwhile."""
+    def sync_index(self, *, finish_rebuild: bool = True) -> None:
+        """Bring the index up to the store. A rebuild under way is finished first, unless
+        ``finish_rebuild`` is False (upkeep: the timed commit, compaction, closing), which
+        leaves it to its steps: it catches up with every change when it ends. One that cannot
+        be written (disk full, no permission) keeps serving what it last committed: the cause
+        is reported once, and every later sync (a search, the ``index_commit`` job) tries
+        again, so the index catches up by itself once the cause is gone; the store is the
+        truth, nothing is lost meanwhile."""
+        if self.index.rebuilding:
+            if not finish_rebuild:
+                return
+            self._index_dirty = True  # it stands for the store as it began: catch up after
         if not self._index_dirty:
             return
         try:
@@ -993,6 +1000,10 @@ class ProjectMemory:
         self.store.prune_changes(self.index.applied_seq)
         self._index_dirty = False
 
+    def index_rebuild_step(self) -> bool:
+        """A page of an index rebuild under way (idle work); returns whether more remains."""
+        return self.index.rebuild_step()
+
     def info(self) -> p.ProjectInfo:
         state = self.index.state()
         return p.ProjectInfo(
@@ -1007,6 +1018,9 @@ class ProjectMemory:
                 documents=state.documents,
                 applied_seq=state.applied_seq,
                 rebuilt_at_open=state.rebuilt_at_open,
+                rebuilding=None
+                if state.rebuilding is None
+                else p.Progress(done=state.rebuilding[0], total=state.rebuilding[1]),
             ),
         )
 
@@ -1033,7 +1047,7 @@ class ProjectMemory:
 
     def close(self) -> None:
         self.flush_accesses()
-        self.sync_index()
+        self.sync_index(finish_rebuild=False)
         self.index.close()
         self.store.close()
         self.journal.close()

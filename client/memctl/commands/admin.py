@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from memctl import __version__, protocol, render
 from memctl.cli import BULK_BUDGET_S, EXIT_OK, EXIT_UNAVAILABLE, Failed, Session
@@ -11,10 +12,18 @@ from memctl.commands import Commands, lazy
 from memctl.transport import Client, DaemonUnavailable
 
 FOLLOW_WAIT_MS = 25_000
+# How long the daemon holds a `status --wait` poll while the work goes on: the bar's refresh.
+WATCH_WAIT_MS = 500
 
 
 def register(c: Commands) -> None:
-    c.add("status", cmd_status, protocol.StatusRequest)
+    p = c.add("status", cmd_status, protocol.StatusRequest)
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until an index rebuild and the transcript backlog are done (a progress bar "
+        "on a terminal); with --timeout S, give up after S s",
+    )
     c.add("version", cmd_version, protocol.Hello, help="memctl's and the daemon's versions")
     p = c.add("audit", cmd_audit, protocol.AuditTail, help="show the audit log, a JSON line each")
     p.add_argument("-n", type=int, default=20)
@@ -28,7 +37,43 @@ def register(c: Commands) -> None:
 
 
 def cmd_status(s: Session) -> None:
-    s.emit(s.call(protocol.StatusRequest()), render.status)
+    deadline = time.monotonic() + s.args.timeout if s.args.timeout else None
+    result = s.call(protocol.StatusRequest())
+    if not s.args.wait:
+        s.emit(result, render.status)
+        return
+    result, ended = _wait(s, result, deadline)
+    s.emit(result, render.status)
+    if not ended:
+        raise Failed(f"still under way after {s.args.timeout:g} s", error="timeout")
+
+
+def _wait(
+    s: Session, result: protocol.StatusResult, deadline: float | None
+) -> tuple[protocol.StatusResult, bool]:
+    """Poll until no long work is under way (each poll waits in the daemon, not here), until
+    ``deadline`` (``--timeout`` for the whole command) when given; returns the last status and
+    whether the work ended."""
+    from memctl import progress  # tqdm: loaded by this command alone
+
+    work = progress.DaemonWork(shown=not s.as_json)
+    try:
+        while True:
+            work.show(result)
+            if not result.work_under_way():
+                return result, True
+            wait_ms = WATCH_WAIT_MS
+            if deadline is not None:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    return result, False
+                # Half of what is left: the reply has the other half (each call's budget is
+                # --timeout too) to be computed and come back.
+                wait_ms = min(wait_ms, left_ms // 2 + 1)
+            request = protocol.StatusRequest(wait_ms=wait_ms)
+            result = s.call(request, BULK_BUDGET_S + wait_ms / 1000)
+    finally:
+        work.close()
 
 
 def cmd_version(s: Session) -> None:

@@ -15,6 +15,9 @@ from memctl.cli import BULK_BUDGET_S, EXIT_USAGE, Failed, Session
 from memctl.commands import Commands
 
 IMPORT_CHUNK_BYTES = 3 * 1024 * 1024
+# Lines a request carries at most: a progress bar moves every request, and below ~1,000 lines
+# the requests' own cost starts to show (20,000 lines: 2,000 a request as fast as one request).
+IMPORT_CHUNK_LINES = 2000
 
 _json = msgspec.json.Encoder()
 
@@ -177,7 +180,8 @@ def _chunks(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
     start, size = 1, 0
     chunk: list[str] = []
     for number, line in enumerate(lines, start=1):
-        if chunk and size + len(line) + 16 > IMPORT_CHUNK_BYTES:
+        full = len(chunk) >= IMPORT_CHUNK_LINES or size + len(line) + 16 > IMPORT_CHUNK_BYTES
+        if chunk and full:
             yield start, chunk
             start, size, chunk = number, 0, []
         chunk.append(line)
@@ -187,12 +191,17 @@ def _chunks(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
 
 
 def cmd_import(s: Session) -> None:
+    from memctl import progress  # tqdm: loaded by this command alone
+
+    lines = _read_lines(s.args.source)
     total = protocol.ImportResult(imported=0, duplicates=0, rejected=[])
-    for first, chunk in _chunks(_read_lines(s.args.source)):
-        result = s.call(protocol.Import(lines=chunk, first_line=first), BULK_BUDGET_S)
-        total.imported += result.imported
-        total.duplicates += result.duplicates
-        total.rejected += result.rejected
+    with progress.bar(len(lines), "lines", "importing", shown=not s.as_json) as bar:
+        for first, chunk in _chunks(lines):
+            result = s.call(protocol.Import(lines=chunk, first_line=first), BULK_BUDGET_S)
+            total.imported += result.imported
+            total.duplicates += result.duplicates
+            total.rejected += result.rejected
+            bar.update(len(chunk))
     s.emit(total, render.imported)
     if total.rejected and not total.imported and not total.duplicates:
         raise Failed("nothing imported")

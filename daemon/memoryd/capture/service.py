@@ -135,7 +135,11 @@ class CaptureService:
         self._clock = clock
         self._log = log
         self._live: dict[str, LiveSession] = {}
-        self._backlog: deque[str] = deque()
+        # Queued paths, each with the bytes it had unread when queued; and the backlog's
+        # progress since it was last empty: files and those bytes, done and in all.
+        self._backlog: deque[tuple[str, int]] = deque()
+        self._backlog_files = p.Progress(done=0, total=0)
+        self._backlog_bytes = p.Progress(done=0, total=0)
         self._cursors = self._load_cursors()
         self._cursors_dirty = False
         self.stats: dict[str, Any] = {
@@ -170,12 +174,38 @@ class CaptureService:
 
     def queue(self, paths: list[str]) -> None:
         """Files to read when the loop has nothing else to do (the start-up catch-up)."""
-        self._backlog.extend(paths)
+        if not self._backlog:
+            self._backlog_files = p.Progress(done=0, total=0)
+            self._backlog_bytes = p.Progress(done=0, total=0)
+        for path in paths:
+            unread = self._unread_bytes(path)
+            self._backlog.append((path, unread))
+            self._backlog_files.total += 1
+            self._backlog_bytes.total += unread
+
+    def _unread_bytes(self, path: str) -> int:
+        """What reading ``path`` has left: past its cursor when the cursor is still its."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return 0
+        known = self._cursors.get(path)
+        if known is not None and known.inode == info.st_ino and known.offset <= info.st_size:
+            return info.st_size - known.offset
+        return info.st_size
 
     def work_backlog(self) -> bool:
         """Read one queued file; returns whether more are queued."""
         if self._backlog:
-            self.file_changed(self._backlog.popleft())
+            path, unread = self._backlog.popleft()
+            try:
+                self.file_changed(path)
+            finally:
+                self._backlog_files.done += 1
+                self._backlog_bytes.done += unread
+        return bool(self._backlog)
+
+    def backlog_pending(self) -> bool:
         return bool(self._backlog)
 
     def file_changed(self, path: str, agent: Agent | None = None) -> LiveSession | None:
@@ -584,6 +614,12 @@ class CaptureService:
             malformed=malformed,
             unknown_records=unknown,
             live_sessions=len(self._live),
+            backlog=p.Backlog(
+                files=msgspec.structs.replace(self._backlog_files),
+                bytes=msgspec.structs.replace(self._backlog_bytes),
+            )
+            if self._backlog_files.total
+            else None,
         )
 
 

@@ -94,7 +94,7 @@ class DaemonContext:
 @dataclass(frozen=True)
 class Parked:
     """Answer later: when the handler, run again, returns a result, or at ``deadline``
-    (monotonic) with ``on_timeout``."""
+    (monotonic) with the ``on_timeout`` of its run then."""
 
     deadline: float
     on_timeout: msgspec.Struct

@@ -392,7 +392,8 @@ class Server:
                 waiting.append(item)
                 continue
             if isinstance(reply, Parked):
-                reply = p.ok(item.request.id, item.parked.on_timeout)
+                # Past the deadline: the answer of this last run, as fresh as it gets.
+                reply = p.ok(item.request.id, reply.on_timeout)
             self._answer(item.envelope, item.request, reply, item.started)
         self._parked = waiting
 

@@ -18,9 +18,23 @@ def hello(ctx: DaemonContext, req: p.Hello) -> p.HelloResult:
     return p.HelloResult(protocol=p.PROTOCOL_VERSION, version=__version__, pid=os.getpid())
 
 
-def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult:
+def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult | Parked:
+    """With ``wait_ms``, while long work is under way, the reply waits for it to end (run
+    again then) or for the deadline, when the loop answers with the status of that last run."""
     here = req.project and (req.project_explicit or ctx.registry.resolves(req.project))
-    project = ctx.registry.get(req.project).info() if here else None
+    project = ctx.registry.get(req.project) if here else None
+    result = _status(ctx, project.info() if project is not None else None)
+    if req.wait_ms == 0 or not result.work_under_way():
+        return result
+
+    def ended() -> bool:  # run after every loop turn: no query, only the two flags
+        backlog = ctx.capture is not None and ctx.capture.backlog_pending()
+        return not backlog and not (project is not None and project.index.rebuilding)
+
+    return Parked(time.monotonic() + req.wait_ms / 1000, result, ready=ended)
+
+
+def _status(ctx: DaemonContext, project: p.ProjectInfo | None) -> p.StatusResult:
     return p.StatusResult(
         daemon=p.DaemonInfo(
             version=__version__,

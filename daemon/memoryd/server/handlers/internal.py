@@ -70,7 +70,7 @@ def _index_commit(ctx: DaemonContext) -> None:
     for project in ctx.registry.opened():
         project.catch_up()
         project.flush_accesses()
-        project.sync_index()
+        project.sync_index(finish_rebuild=False)
     if ctx.capture is not None:
         ctx.capture.save_cursors()
     if ctx.share is not None:
