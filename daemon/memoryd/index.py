@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import posixpath
 import shutil
 import time
@@ -205,6 +206,24 @@ class _Rebuild:
     next_finding: int = 0
 
 
+LOW_SPACE_BYTES = 1 << 20
+
+
+def _cause(directory: Path, exc: BaseException) -> str:
+    """What stopped a write, said plainly: tantivy often reports only that its writer thread
+    was killed (which thread met the error first is a race), hiding a full disk or a
+    permission taken away."""
+    try:
+        fs = os.statvfs(directory)
+        if fs.f_bavail * fs.f_frsize < LOW_SPACE_BYTES:
+            return f"No space left on the device of {directory} ({exc})"
+    except OSError:
+        pass
+    if not os.access(directory, os.W_OK):
+        return f"Permission denied: {directory} cannot be written ({exc})"
+    return str(exc)
+
+
 class IndexWriteFailed(Unavailable):
     """The index could not take a change (its cause in the message); searches read what it
     last committed meanwhile."""
@@ -326,7 +345,8 @@ class SearchIndex:
             return self._sync(store, stepwise)
         except (ValueError, OSError) as exc:
             self._drop_writer()
-            raise IndexWriteFailed(f"the search index cannot be written: {exc}") from exc
+            cause = _cause(self.directory, exc)
+            raise IndexWriteFailed(f"the search index cannot be written: {cause}") from exc
 
     def _drop_writer(self) -> None:
         """Let a failed writer go (and its lock on the directory) with what it had not
