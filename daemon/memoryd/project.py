@@ -1000,6 +1000,15 @@ class ProjectMemory:
         self.store.prune_changes(self.index.applied_seq)
         self._index_dirty = False
 
+    @property
+    def index_rebuilding(self) -> bool:
+        """Whether an index rebuild is under way (a page per loop turn)."""
+        return self.index.rebuilding
+
+    def index_documents(self) -> int:
+        """The documents the search index holds (entries and findings)."""
+        return self.info().index.documents
+
     def index_rebuild_step(self) -> bool:
         """A page of an index rebuild under way (idle work); returns whether more remains."""
         return self.index.rebuild_step()

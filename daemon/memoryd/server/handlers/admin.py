@@ -29,7 +29,7 @@ def status(ctx: DaemonContext, req: p.StatusRequest) -> p.StatusResult | Parked:
 
     def ended() -> bool:  # run after every loop turn: no query, only the two flags
         backlog = ctx.capture is not None and ctx.capture.backlog_pending()
-        return not backlog and not (project is not None and project.index.rebuilding)
+        return not backlog and not (project is not None and project.index_rebuilding)
 
     return Parked(time.monotonic() + req.wait_ms / 1000, result, ready=ended)
 
@@ -66,7 +66,7 @@ def audit_tail(ctx: DaemonContext, req: p.AuditTail) -> p.AuditResult | Parked:
 
 def health(ctx: DaemonContext, req: p.Health) -> p.HealthResult:
     here = req.project and (req.project_explicit or ctx.registry.resolves(req.project))
-    index = ctx.registry.get(req.project).info().index.documents if here else None
+    index = ctx.registry.get(req.project).index_documents() if here else None
     now = time.time()
     return p.HealthResult(
         now=now,
