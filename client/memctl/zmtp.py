@@ -54,7 +54,7 @@ class Lost(ZmtpError):
 
 def request(path: str, frames: list[bytes], deadline: float) -> list[bytes]:
     """Send the message ``frames`` to the ROUTER listening on ``path``; its reply's frames."""
-    conn = _Connection(path, deadline)
+    conn = Connection(path, deadline)
     try:
         conn.handshake()
         conn.send_message(frames)
@@ -101,11 +101,12 @@ def parse_properties(data: bytes) -> dict[bytes, bytes]:
 READY = frame(command(b"READY", properties({b"Socket-Type": b"DEALER", b"Identity": b""})), COMMAND)
 
 
-class _Connection:
+class Connection:
     def __init__(self, path: str, deadline: float) -> None:
         self._deadline = deadline
         self._buf = b""
         self._handshaken = False
+        self.peer: dict[bytes, bytes] = {}  # the peer's READY properties, names in lower case
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             self._sock.settimeout(self._left())
@@ -176,7 +177,8 @@ class _Connection:
             raise Unexpected(f"the peer refused the handshake: {reason!r}")
         if name != b"READY":
             raise Unexpected(f"{name!r} instead of READY")
-        socket_type = parse_properties(data).get(b"socket-type")
+        self.peer = parse_properties(data)
+        socket_type = self.peer.get(b"socket-type")
         if socket_type != b"ROUTER":
             raise Unexpected(f"the peer is a {socket_type!r} socket, not a ROUTER")
         self._handshaken = True
