@@ -107,9 +107,10 @@ class Connection:
         self._buf = b""
         self._handshaken = False
         self.peer: dict[bytes, bytes] = {}  # the peer's READY properties, names in lower case
+        left = self._left()  # before the socket exists: nothing to close when time is up
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            self._sock.settimeout(self._left())
+            self._sock.settimeout(left)
             self._sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
             self.close()
