@@ -233,7 +233,20 @@ def test_hung_daemon_is_silent_within_budget(env: Env, agent: str, event: str) -
         run = run_hook(env, payload(agent, event, env.project), "--agent", agent)
     assert_silent(run)
     assert BUDGET_S - 0.1 <= run.elapsed < CEILING_S  # waited its budget out, and no longer
-    assert len(daemon.requests) == 2  # asked, then retried once on a fresh socket
+    # Asked once: the wire client's connection loses nothing unseen, so a retry would only queue
+    # behind the first request.
+    assert len(daemon.requests) == 1
+
+
+def test_hung_daemon_through_pyzmq_is_asked_twice(env: Env) -> None:
+    """``MEMCTL_HOOK_TRANSPORT=pyzmq`` (the hook as before the wire client) retries once on a
+    fresh socket, with the same request id, as every command does."""
+    env.vars["MEMCTL_HOOK_TRANSPORT"] = "pyzmq"
+    with scripted(env, never) as daemon:
+        run = run_hook(env, payload("claude", "UserPromptSubmit", env.project))
+    assert_silent(run)
+    assert BUDGET_S - 0.1 <= run.elapsed < CEILING_S
+    assert len(daemon.requests) == 2
     assert daemon.requests[0].id == daemon.requests[1].id
 
 
@@ -449,13 +462,14 @@ def test_real_daemon_remembers_from_the_prompt(env: Env, daemon: Daemon, agent: 
 
 def test_hook_start_up_imports_almost_nothing_more() -> None:
     """The hook runs on every prompt: beyond what ``memctl`` loads anyway it imports only its own
-    module (and ``select``), and no other command loads it or ``install_hooks``."""
+    modules (and ``select``), and no other command loads them or ``install_hooks``. (What a hook's
+    own process loads, without memctl.cli: tests/test_imports.py.)"""
     script = (
         "import sys, memctl.cli; before = set(sys.modules); import memctl.hook; "
-        "print(*sorted(before & {'memctl.hook', 'memctl.install_hooks'}), '|', "
+        "print(*sorted(before & {'memctl.hook', 'memctl.zmtp', 'memctl.install_hooks'}), '|', "
         "*sorted(set(sys.modules) - before))"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     eager, added = out.stdout.split("|")
     assert eager.split() == []
-    assert set(added.split()) <= {"memctl.hook", "select"}
+    assert set(added.split()) <= {"memctl.hook", "memctl.zmtp", "memctl.minipack", "select"}

@@ -4,10 +4,15 @@ imports no I/O framework. Checked both statically (AST) and at run time (sys.mod
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from conftest import Daemon, Env, ok_json
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_CORE = {"zmq", "watchdog", "apscheduler", "sqlite3", "structlog"}
@@ -254,3 +259,49 @@ def test_tqdm_is_imported_only_when_a_bar_is_drawn(tmp_path: Path) -> None:
         "def f():\n    import tqdm\n"
     )
     assert _module_level_imports(module) == {"memctl", "memctl.progress"}
+
+
+# What only the daemon's clients other than the hook need: the hook's own process loads none.
+NOT_ON_THE_HOOK_PATH = {
+    "zmq",
+    "msgspec",
+    "argparse",
+    "typing",
+    "re",
+    "json",
+    "socket",
+    "enum",
+    "memctl.cli",
+    "memctl.protocol",
+    "memctl.transport",
+}
+
+
+@pytest.mark.parametrize("entry", ["main", "hook_main"])
+def test_the_hook_answers_without_pyzmq_msgspec_argparse_or_typing(
+    env: Env, daemon: Daemon, entry: str
+) -> None:
+    """``memctl hook`` (``launch.main``) and ``memctl-hook`` (``launch.hook_main``) answer a prompt
+    from the real daemon and load none of the above (issue 12: they were most of its time)."""
+    ok_json(env, "remember", "Deploys always go through the staging cluster first", "--pin")
+    argv = ["memctl", "hook", "--agent", "claude"] if entry == "main" else ["memctl-hook"]
+    code = (
+        "import sys\n"
+        f"sys.argv = {argv!r}\n"
+        "from memctl import launch\n"
+        f"code = launch.{entry}()\n"
+        f"print(code, sorted(set(sys.modules) & {NOT_ON_THE_HOOK_PATH!r}), file=sys.stderr)\n"
+    )
+    stdin = json.dumps(
+        {"hook_event_name": "SessionStart", "source": "startup", "cwd": str(env.project)}
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env.environ(),
+    )
+    assert "staging cluster" in json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert out.stderr.split() == ["0", "[]"]

@@ -25,10 +25,10 @@ EVENTS = {
 
 
 def command(agent: str, scope: str = "user") -> str:
-    """The user's settings name this installation; a project's (committed, shared) name memctl
-    as each developer's PATH finds it."""
-    program = "memctl" if scope == "project" else BIN / "memctl"
-    return f"{program} hook --agent {agent}"
+    """The user's settings name this installation; a project's (committed, shared) name the hook
+    as each developer's PATH finds it. Either way ``memctl-hook``: no pip wrapper (issue 12)."""
+    program = "memctl-hook" if scope == "project" else BIN / "memctl-hook"
+    return f"{program} --agent {agent}"
 
 
 def handler(agent: str, scope: str = "user") -> dict[str, object]:
@@ -176,9 +176,10 @@ def test_a_stale_entry_of_ours_is_replaced_not_duplicated(env: Env, home: Path, 
     path = hooks_file(env, home, agent)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = {"type": "command", "command": f"'/old venv/bin/memctl' hook --agent {agent}"}
+    newer = {"type": "command", "command": f"/old/bin/memctl-hook --agent {agent}"}
     mine = {"type": "command", "command": "my-own-hook"}
     event = EVENTS[agent][0]
-    path.write_text(json.dumps({"hooks": {event: [{"hooks": [mine, old]}]}}))
+    path.write_text(json.dumps({"hooks": {event: [{"hooks": [mine, old]}, {"hooks": [newer]}]}}))
     install(env, agent)
     groups = json.loads(path.read_text())["hooks"][event]
     assert groups == [{"hooks": [mine]}, {"hooks": [handler(agent)]}]
@@ -318,7 +319,7 @@ def test_project_scope_says_when_memctl_is_not_on_path(env: Env, home: Path) -> 
         env=bare, cwd=env.project, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "memctl is not on your PATH" in proc.stdout and str(BIN) in proc.stdout
+    assert "memctl-hook is not on your PATH" in proc.stdout and str(BIN) in proc.stdout
     on_path = {**bare, "PATH": f"{BIN}:/usr/bin:/bin"}
     proc = subprocess.run(
         [str(BIN / "memctl"), "install-hooks", "claude", "--scope", "project"],

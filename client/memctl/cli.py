@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 import msgspec
 
 from memctl import __version__, paths, protocol
+from memctl.launch import command_of
 from memctl.transport import Client, DaemonUnavailable, MessageTooLarge
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -115,18 +116,10 @@ def _unavailable_hint(exc: DaemonUnavailable) -> str:
 
 # ----------------------------------------------------------------------------- parser
 
-GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--project", "--timeout"})
-
 
 def _command_of(argv: list[str]) -> str | None:
     """The command word of ``argv`` (the first argument that is not a global option)."""
-    words = iter(argv)
-    for word in words:
-        if word in GLOBAL_OPTIONS_WITH_VALUE:
-            next(words, None)
-        elif not word.startswith("-"):
-            return word
-    return None
+    return command_of(argv)
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:

@@ -1,5 +1,9 @@
 """``memctl install-hooks AGENT``: register ``memctl hook`` in an agent's settings (design §12).
 
+The command written is ``memctl-hook --agent AGENT`` where this installation has that script
+(``memctl hook`` without pip's console-script wrapper, whose ``import re`` every prompt would
+pay; issue 12), else ``memctl hook --agent AGENT``.
+
 Where (agent-formats.md §1.1, §3.2, §4.3, §6); ``--scope project`` uses ``<project>/.<agent>/``:
 
   claude  ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``: ``settings.json``
@@ -8,7 +12,8 @@ Where (agent-formats.md §1.1, §3.2, §4.3, §6); ``--scope project`` uses ``<p
   gemini  ``$GEMINI_CLI_HOME`` or ``~``, then ``.gemini/settings.json``
 
 All three files hold hooks in one shape, ``hooks.<Event> = [{matcher?, hooks: [handler]}]``. Our
-handlers are recognised by their command (``… memctl hook …``): installing again replaces them
+handlers are recognised by their command (``… memctl hook …`` or ``… memctl-hook …``): installing
+again replaces them
 (no duplicates; a moved virtualenv is followed) and uninstalling removes them and nothing else.
 Every write keeps a backup (``<file>.memoryd-backup-<UTC time>``), goes through a temporary file,
 fsync and ``os.replace``, and is parsed back. A file that does not parse is refused (exit 2),
@@ -84,13 +89,19 @@ def run(s: Session) -> None:
     a = s.args
     # A project's settings are committed and shared: they name memctl as each developer's PATH
     # finds it, never one machine's venv. The user's own settings name this installation.
-    program = "memctl" if a.scope == "project" else memctl_command()
-    command = f"{program} hook --agent {a.agent}"
+    hook_script = hook_script_path()
+    if a.scope == "project":
+        program = HOOK_SCRIPT if hook_script else "memctl hook"
+    else:
+        program = shlex.quote(hook_script) if hook_script else f"{memctl_command()} hook"
+    command = f"{program} --agent {a.agent}"
     changes, notes = plan(a.agent, config_dir(a.agent, a.scope, s.project), command, a.uninstall)
-    if a.scope == "project" and not a.uninstall and shutil.which("memctl") is None:
+    on_path = HOOK_SCRIPT if hook_script else "memctl"
+    if a.scope == "project" and not a.uninstall and shutil.which(on_path) is None:
         notes.append(
-            f"memctl is not on your PATH, so these hooks will not run for you: add "
-            f"{os.path.dirname(memctl_command())} to PATH (or install memoryd with pipx)"
+            f"{on_path} is not on your PATH, so these hooks will not run for you: add "
+            f"{os.path.dirname(hook_script or memctl_command())} to PATH (or install memoryd "
+            "with pipx)"
         )
     files = []
     for change in changes:
@@ -130,15 +141,32 @@ def memctl_command() -> str:
     return f"{shlex.quote(sys.executable)} -m memctl"
 
 
+HOOK_SCRIPT = "memctl-hook"
+
+
+def hook_script_path() -> str | None:
+    """This installation's ``memctl-hook`` (installed beside memctl in the venv's bin/), absolute,
+    or None (memctl run from a source tree without it)."""
+    memctl = memctl_command()
+    folders = [os.path.dirname(shlex.split(memctl)[0])] if memctl.endswith("memctl") else []
+    folders.append(os.path.dirname(sys.executable))
+    for folder in folders:
+        path = os.path.join(folder, HOOK_SCRIPT)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return os.path.abspath(path)
+    return None
+
+
 def is_memctl_hook(command: object) -> bool:
-    """Whether a hook command runs ``memctl hook`` (however memctl is spelled or quoted)."""
+    """Whether a hook command runs ``memctl hook`` or ``memctl-hook`` (however spelled or
+    quoted)."""
     if not isinstance(command, str):
         return False
     try:
         words = shlex.split(command)
     except ValueError:
         return False
-    return any(
+    return any(os.path.basename(word) == HOOK_SCRIPT for word in words) or any(
         word == "hook" and os.path.basename(words[i - 1]) == "memctl"
         for i, word in enumerate(words)
         if i > 0
