@@ -165,6 +165,9 @@ class ProjectInfo(msgspec.Struct, kw_only=True):
     last_compacted_at: float | None = None  # when compaction last ran to its end
     open_conflicts: int = 0  # unresolved, between two active entries
     awaiting_review: int = 0  # candidates and findings waiting for memctl review
+    last_capture_at: float | None = None  # a session last recorded, begun or ended (epoch s)
+    bank: bool = False  # memory-bank/ is present in the project
+    size_bytes: int | None = None  # its data folder on disk: database, WAL, index, audit log
 
 
 class SloInfo(msgspec.Struct, kw_only=True):
@@ -532,8 +535,22 @@ class BankProcessResult(msgspec.Struct, kw_only=True):
 
 
 class KnownProject(msgspec.Struct, kw_only=True):
+    """A project: its name and path, whether memory-bank/ is present, and for one the daemon
+    holds memory for (``held``) its entries by status, items waiting for review, sessions, the
+    last capture (a session last recorded, begun or ended; epoch s) and the size of its data
+    folder (database, WAL, index, audit log). A project that is not ``open`` is read without
+    opening it (its database read-only). An older daemon sends name and path only."""
+
     name: str
     path: str
+    held: bool = False
+    open: bool = False
+    bank: bool = False
+    entries: EntryCounts | None = None
+    awaiting_review: int | None = None
+    sessions: int | None = None
+    last_capture_at: float | None = None
+    size_bytes: int | None = None
 
 
 class ProjectsResult(msgspec.Struct, kw_only=True):
