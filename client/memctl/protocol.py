@@ -1270,11 +1270,13 @@ class Share(Request[ShareResult], tag="share"):
 
 class ShowResult(msgspec.Struct, kw_only=True):
     """An entry, the audit events that name it (oldest first: the newest 200 of them among the
-    log's newest 20,000 events), and its edges."""
+    log's newest 20,000 events), and its edges; ``line``: the transcript line (1-based) it was
+    captured from, when it came from a transcript that can still be read."""
 
     entry: Entry
     history: list[AuditEvent]
     edges: list[Edge]
+    line: int | None = None
 
 
 class Show(Request[ShowResult], tag="show"):
@@ -1282,6 +1284,49 @@ class Show(Request[ShowResult], tag="show"):
     log and its edges."""
 
     target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class SessionFindingLine(msgspec.Struct, kw_only=True):
+    """A finding of a session beside the transcript line it came from: ``line`` (1-based),
+    ``role`` of the message written there, and ``text``: what the line says as its agent's
+    parser reads it (the raw line when it parses to nothing), redacted and cut to
+    ``SESSION_LINE_CHARS`` (``cut``). ``promoted``: it became an entry."""
+
+    id: str
+    content: str
+    category: Category
+    rule_id: str | None = None
+    line: int | None = None
+    role: str | None = None
+    text: str | None = None
+    cut: bool = False
+    promoted: bool = False
+
+
+class SessionResult(msgspec.Struct, kw_only=True):
+    """A captured session: its agent and transcript, when it was recorded and closed, and its
+    findings in transcript order (the first ``SESSION_FINDINGS`` of ``total``) each with its
+    line; ``unreadable`` says why lines could not be read (the file moved, a .json document)."""
+
+    session_id: str
+    agent: str
+    transcript_path: str
+    created_at: float
+    finalized_at: float | None
+    findings: list[SessionFindingLine]
+    total: int
+    unreadable: str | None = None
+
+
+SESSION_FINDINGS = 200  # findings shown with their lines, at most
+SESSION_LINE_CHARS = 2000  # of each transcript line's text
+
+
+class SessionShow(Request[SessionResult], tag="session"):
+    """Show a captured session (by id or unique prefix): its findings beside the transcript
+    lines they came from, each line read by the daemon, redacted and cut short."""
+
+    session_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
 class LatencySample(msgspec.Struct, kw_only=True):

@@ -274,6 +274,27 @@ def auto(r: p.AutoResult) -> str:
     return f"auto-memory {state}, promotion preset {r.preset}"
 
 
+def session(r: p.SessionResult) -> str:
+    """The session, then each finding: its line and rule, its text, and the line it came from."""
+    state = f"closed {ago(r.finalized_at)} ago" if r.finalized_at else "open"
+    lines = [f"session {r.session_id} ({r.agent}, {state})", f"transcript {r.transcript_path}"]
+    if r.unreadable:
+        lines.append(f"lines not shown: {r.unreadable}")
+    for f in r.findings:
+        where = f"line {f.line}" if f.line else "line ?"
+        promoted = ", promoted" if f.promoted else ""
+        lines.append(f"\n{where} [{f.category}, {f.rule_id or '-'}{promoted}] {f.content}")
+        if f.text is not None:
+            lines.append(f"  {f.role or 'line'}: {_line(f.text, REVIEW_TEXT_CHARS)}")
+    if not r.findings:
+        lines.append("no findings")
+    if r.total > len(r.findings):
+        lines.append(
+            f"… {r.total - len(r.findings)} more findings (the first {len(r.findings)} are shown)"
+        )
+    return "\n".join(lines)
+
+
 def episodes(r: p.EpisodesResult) -> str:
     if not r.episodes:
         return "no episodes"
