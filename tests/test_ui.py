@@ -247,7 +247,6 @@ def test_memory_search_shows_what_memctl_search_finds_in_its_order(
     page.click("button:text-is('Pin')")
     page.wait_for_selector("h1 .badge.pinned")
     assert ok_json(env, "show", expected[0])["entry"]["status"] == "pinned"
-    screenshots(page, "entry", folder, "pre.content-full")
     page.click("button:text-is('Unpin')")
     page.wait_for_selector("h1 .badge.confirmed")
     assert ok_json(env, "show", expected[0])["entry"]["status"] == "confirmed"
@@ -285,6 +284,8 @@ def test_memory_search_shows_what_memctl_search_finds_in_its_order(
     assert facts["Rule"] == captured["source"]["rule_id"]
     assert facts["Session"] == captured["source"]["session_id"]
     assert facts["Line"] == str(shown["line"])
+    page.click("button:text-is('Edit')")
+    screenshots(page, "entry", folder, "form.edit textarea")
 
 
 def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Any, world: tuple[Env, UI]) -> None:

@@ -582,7 +582,7 @@ VIEWS.sessions = async function (open) {
     if (!byAgent.has(ep.agent)) byAgent.set(ep.agent, []);
     byAgent.get(ep.agent).push(ep);
   }
-  main.append(el("p", { class: "muted" }, `${data.episodes.length} sessions by ${byAgent.size} agent${byAgent.size === 1 ? "" : "s"}, newest first. Open a session to see its findings beside the transcript lines they came from.`));
+  main.append(el("p", { class: "muted" }, `${data.episodes.length} session${data.episodes.length === 1 ? "" : "s"} by ${byAgent.size} agent${byAgent.size === 1 ? "" : "s"}, newest first. Open a session to see its findings beside the transcript lines they came from.`));
   for (const [agent, episodes] of byAgent) {
     const list = el("ol", { class: "cards timeline", data: { agent } });
     for (const ep of episodes) list.append(sessionCard(ep, ep.session_id === open));
