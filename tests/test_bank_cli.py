@@ -219,7 +219,8 @@ def test_activate_and_projects(env: Env, daemon) -> None:
     assert list(active["content"]) == SEVEN
     assert any("run the tests" in r["content"] for r in active["custom_instructions"])
     known = ok_json(env, "projects")["projects"]
-    assert {"name": "project", "path": str(env.project.resolve())} in known
+    [here] = [k for k in known if k["path"] == str(env.project.resolve())]
+    assert here["name"] == "project" and here["bank"] and here["open"]
 
 
 def test_files_show_list_with_import(env: Env, daemon) -> None:
@@ -301,13 +302,32 @@ def test_projects_known_from_an_earlier_run(env: Env, tmp_path: Path) -> None:
     finally:
         first.stop()
     shutil.rmtree(gone)
+    (other / "memory-bank").mkdir()
     second = Daemon(env).start()
     try:
-        paths = {k["path"] for k in ok_json(env, "projects")["projects"]}
+        listed = {k["path"]: k for k in ok_json(env, "projects")["projects"]}
+        # Described from its data folder without opening it: a second listing still finds it
+        # closed, with the same counts.
+        again = {k["path"]: k for k in ok_json(env, "projects")["projects"]}
+        human = memctl(env, "projects").stdout
+        status = ok_json(env, "status")["project"]
+        opened = {k["path"]: k for k in ok_json(env, "projects")["projects"]}
     finally:
         second.stop()
-    assert {str(env.project.resolve()), str(other.resolve())} <= paths
-    assert str(gone.resolve()) not in paths
+    assert {str(env.project.resolve()), str(other.resolve())} <= set(listed)
+    assert str(gone.resolve()) not in listed
+    closed = listed[str(other.resolve())]
+    assert {**closed, "size_bytes": 0} == {**again[str(other.resolve())], "size_bytes": 0}
+    assert closed["held"] and not closed["open"] and closed["bank"]
+    assert closed["entries"] == {"candidate": 0, "confirmed": 1, "pinned": 0, "archived": 0}
+    assert closed["awaiting_review"] == 0 and closed["sessions"] == 0
+    assert closed["last_capture_at"] is None and closed["size_bytes"] > 0
+    assert "ENTRIES" in human and "SIZE" in human
+    here = opened[str(env.project.resolve())]  # status opened it: described from memory now
+    assert here["open"] and not here["bank"]
+    for key in ("entries", "awaiting_review", "sessions", "last_capture_at", "bank"):
+        assert here[key] == status[key], key
+    assert here["size_bytes"] > 0 and status["size_bytes"] > 0
 
 
 def test_modes_apply_the_seeds_file_access(env: Env, daemon) -> None:

@@ -181,5 +181,6 @@ def test_op_tags_are_unique_and_match_spec_names() -> None:
         "share",  # beyond the SPEC list: sharing through git (issue 9, seed 001)
         "show",  # beyond the SPEC list: one entry for the memory browser (issue 18)
         "health",  # beyond the SPEC list: the daemon's latency ring (issue 18)
+        "session",  # beyond the SPEC list: a session's findings beside their lines (issue 18)
     }
     assert set(tags) == spec_ops

@@ -29,6 +29,11 @@ XSS_SCRIPT = "<script>document.title='s'</script> keep the build green"
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
 
+# One daemon, one memctl ui and one browser serve the whole module: under xdist
+# (--dist loadgroup, set in pyproject.toml) its tests stay on one worker instead of each worker
+# starting its own.
+pytestmark = pytest.mark.xdist_group("ui")
+
 
 class UI:
     """``memctl ui --no-browser`` as a user starts it; ``url`` is the address it printed."""
@@ -242,10 +247,45 @@ def test_memory_search_shows_what_memctl_search_finds_in_its_order(
     page.click("button:text-is('Pin')")
     page.wait_for_selector("h1 .badge.pinned")
     assert ok_json(env, "show", expected[0])["entry"]["status"] == "pinned"
-    screenshots(page, "entry", folder, "pre.content-full")
     page.click("button:text-is('Unpin')")
     page.wait_for_selector("h1 .badge.confirmed")
     assert ok_json(env, "show", expected[0])["entry"]["status"] == "confirmed"
+
+    # Edit: the current text to start from; saved as a new entry of the user's that supersedes
+    # this one (archived as superseded).
+    made = ok_json(env, "remember", "we tag releases as vX.Y.Z")["id"]
+    old = ok_json(env, "show", made)["entry"]
+    page.goto(page.url.split("#")[0] + "#/entry/" + made)
+    page.wait_for_selector("pre.content-full")
+    page.click("button:text-is('Edit')")
+    assert page.input_value("form.edit textarea") == old["content"]
+    page.fill("form.edit textarea", old["content"] + " (edited in the browser)")
+    page.click("button:text-is('Save as a new version')")
+    page.wait_for_selector("pre.content-full:has-text('edited in the browser')")
+    new_id = page.url.rsplit("/", 1)[1]
+    new = ok_json(env, "show", new_id)["entry"]
+    assert new["content"] == old["content"] + " (edited in the browser)"
+    assert new["source"]["kind"] == "user" and new["status"] == "confirmed"
+    gone = ok_json(env, "show", old["id"])["entry"]
+    assert gone["archived"] and gone["superseded_by"] == new_id
+
+    # An entry captured from a transcript names its rule, session and line.
+    captured = next(
+        e
+        for e in ok_json(env, "list", "--status", "candidate")["entries"]
+        if e["source"]["kind"] == "transcript"
+    )
+    shown = ok_json(env, "show", captured["id"])
+    assert shown["line"] and captured["source"]["rule_id"]
+    page.goto(page.url.split("#")[0] + "#/entry/" + captured["id"])
+    page.wait_for_selector("dl.facts")
+    keys, values = texts(page, "dl.facts dt"), texts(page, "dl.facts dd")
+    facts = dict(zip(keys, values, strict=True))
+    assert facts["Rule"] == captured["source"]["rule_id"]
+    assert facts["Session"] == captured["source"]["session_id"]
+    assert facts["Line"] == str(shown["line"])
+    page.click("button:text-is('Edit')")
+    screenshots(page, "entry", folder, "form.edit textarea")
 
 
 def test_untrusted_text_is_shown_as_text_and_runs_nothing(page: Any, world: tuple[Env, UI]) -> None:
@@ -361,16 +401,68 @@ def test_projects_sessions_health_and_graph_views(
     folder = shots_dir(tmp_path_factory)
     assert memctl(env, "inject", "--query", "pnpm").code == 0  # a timed call at least
 
+    # Another project the daemon holds memory for, with a memory bank, closed: the view lists
+    # it from the projects operation without opening it.
+    other = env.root / "other-project"
+    (other / ".git").mkdir(parents=True, exist_ok=True)
+    (other / "memory-bank").mkdir(exist_ok=True)
+    assert memctl(env, "--project", str(other), "remember", "the other project's fact").code == 0
     page.click("nav a[data-view=projects]")
-    page.wait_for_selector("main .card")
+    page.wait_for_selector("main .card.selected")
+    listed = {k["path"]: k for k in ok_json(env, "projects")["projects"]}
+    here = listed[str(env.project.resolve())]
     assert str(env.project) in page.text_content("main .card.selected")
+
+    def facts(path: str) -> dict[str, str]:
+        card = f"#project-list li[data-path='{path}']"
+        keys = texts(page, f"{card} dt")
+        return dict(zip(keys, texts(page, f"{card} dd"), strict=True))
+
+    shown = facts(here["path"])
+    counts = here["entries"]
+    assert shown["Entries"] == (
+        f"{counts['confirmed']} confirmed{counts['pinned']} pinned"
+        f"{counts['candidate']} candidates{counts['archived']} archived"
+    )
+    assert shown["Review"] == f"{here['awaiting_review']} waiting"
+    assert shown["Sessions"] == str(here["sessions"]) == "1"
+    assert here["last_capture_at"] and shown["Last capture"].endswith("ago")
+    assert shown["Memory bank"] == "none" and shown["On disk"].endswith("iB")
+    assert here["size_bytes"] > 0
+    theirs = facts(str(other.resolve()))
+    assert theirs["Memory bank"] == "present (memory-bank/)"
+    assert theirs["Sessions"] == "0" and theirs["Last capture"] == "none yet"
     screenshots(page, "projects", folder, "main .card")
 
+    # Sessions: a timeline per agent; a session's findings beside the lines they came from,
+    # read by the daemon (memctl session shows the same).
     page.click("nav a[data-view=sessions]")
-    page.wait_for_selector("main .card h2")
+    page.wait_for_selector("main .card h3")
     [episode] = ok_json(env, "episodes")["episodes"]
-    assert texts(page, "main .card h2") == [episode["title"] or "(untitled session)"]
-    screenshots(page, "sessions", folder, "main .card")
+    assert texts(page, "main .card h3") == [episode["title"] or "(untitled session)"]
+    assert texts(page, "section.agent > h2 .badge") == [episode["agent"]]
+    page.click("main .card.session details.findings summary")
+    page.wait_for_selector(".finding-lines li")
+    session = ok_json(env, "session", episode["session_id"])
+    assert session["findings"] and session["unreadable"] is None
+    rows = page.eval_on_selector_all(
+        ".finding-lines li",
+        "nodes => nodes.map(n => [n.dataset.finding, n.dataset.line,"
+        " n.querySelector('.line-text') && n.querySelector('.line-text').textContent])",
+    )
+    assert rows == [
+        [f["id"], str(f["line"]), f["text"] + (" …" if f["cut"] else "")]
+        for f in session["findings"]
+    ]
+    # The line the review queue names for a finding is the line shown beside it.
+    review_lines = {i["id"]: i["line"] for i in ok_json(env, "review", "--limit", "500")["items"]}
+    assert any(review_lines.get(f["id"]) == f["line"] for f in session["findings"])
+    lines = (SAMPLES / f"{SAMPLE}.jsonl").read_text().splitlines()
+    for f in session["findings"]:
+        assert 0 < len(f["text"]) <= 2000 and f["line"] <= len(lines)
+    page.goto(page.url.split("#")[0] + "#/sessions/" + episode["session_id"])
+    page.wait_for_selector(".finding-lines li")
+    screenshots(page, "sessions", folder, ".finding-lines li")
 
     page.click("nav a[data-view=health]")
     page.wait_for_selector("table.grid")

@@ -174,6 +174,9 @@ class ProjectInfo(msgspec.Struct, kw_only=True):
     last_compacted_at: float | None = None  # when compaction last ran to its end
     open_conflicts: int = 0  # unresolved, between two active entries
     awaiting_review: int = 0  # candidates and findings waiting for memctl review
+    last_capture_at: float | None = None  # a session last recorded, begun or ended (epoch s)
+    bank: bool = False  # memory-bank/ is present in the project
+    size_bytes: int | None = None  # its data folder on disk: database, WAL, index, audit log
 
 
 class SloInfo(msgspec.Struct, kw_only=True):
@@ -558,8 +561,22 @@ class BankProcessResult(msgspec.Struct, kw_only=True):
 
 
 class KnownProject(msgspec.Struct, kw_only=True):
+    """A project: its name and path, whether memory-bank/ is present, and for one the daemon
+    holds memory for (``held``) its entries by status, items waiting for review, sessions, the
+    last capture (a session last recorded, begun or ended; epoch s) and the size of its data
+    folder (database, WAL, index, audit log). A project that is not ``open`` is read without
+    opening it (its database read-only). An older daemon sends name and path only."""
+
     name: str
     path: str
+    held: bool = False
+    open: bool = False
+    bank: bool = False
+    entries: EntryCounts | None = None
+    awaiting_review: int | None = None
+    sessions: int | None = None
+    last_capture_at: float | None = None
+    size_bytes: int | None = None
 
 
 class ProjectsResult(msgspec.Struct, kw_only=True):
@@ -1284,11 +1301,13 @@ class Share(Request[ShareResult], tag="share"):
 
 class ShowResult(msgspec.Struct, kw_only=True):
     """An entry, the audit events that name it (oldest first: the newest 200 of them among the
-    log's newest 20,000 events), and its edges."""
+    log's newest 20,000 events), and its edges; ``line``: the transcript line (1-based) it was
+    captured from, when it came from a transcript that can still be read."""
 
     entry: Entry
     history: list[AuditEvent]
     edges: list[Edge]
+    line: int | None = None
 
 
 class Show(Request[ShowResult], tag="show"):
@@ -1296,6 +1315,49 @@ class Show(Request[ShowResult], tag="show"):
     log and its edges."""
 
     target: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+
+
+class SessionFindingLine(msgspec.Struct, kw_only=True):
+    """A finding of a session beside the transcript line it came from: ``line`` (1-based),
+    ``role`` of the message written there, and ``text``: what the line says as its agent's
+    parser reads it (the raw line when it parses to nothing), redacted and cut to
+    ``SESSION_LINE_CHARS`` (``cut``). ``promoted``: it became an entry."""
+
+    id: str
+    content: str
+    category: Category
+    rule_id: str | None = None
+    line: int | None = None
+    role: str | None = None
+    text: str | None = None
+    cut: bool = False
+    promoted: bool = False
+
+
+class SessionResult(msgspec.Struct, kw_only=True):
+    """A captured session: its agent and transcript, when it was recorded and closed, and its
+    findings in transcript order (the first ``SESSION_FINDINGS`` of ``total``) each with its
+    line; ``unreadable`` says why lines could not be read (the file moved, a .json document)."""
+
+    session_id: str
+    agent: str
+    transcript_path: str
+    created_at: float
+    finalized_at: float | None
+    findings: list[SessionFindingLine]
+    total: int
+    unreadable: str | None = None
+
+
+SESSION_FINDINGS = 200  # findings shown with their lines, at most
+SESSION_LINE_CHARS = 2000  # of each transcript line's text
+
+
+class SessionShow(Request[SessionResult], tag="session"):
+    """Show a captured session (by id or unique prefix): its findings beside the transcript
+    lines they came from, each line read by the daemon, redacted and cut short."""
+
+    session_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
 class LatencySample(msgspec.Struct, kw_only=True):

@@ -47,6 +47,11 @@ def status(r: p.StatusResult) -> str:
             lines.append(f"review: {project.awaiting_review} waiting (memctl review)")
         if project.open_conflicts:
             lines.append(f"conflicts: {project.open_conflicts} open (memctl conflicts)")
+        if project.last_capture_at is not None:
+            lines.append(f"capture: last session recorded {ago(project.last_capture_at)} ago")
+        if project.size_bytes is not None:
+            bank = ", memory-bank/ present" if project.bank else ""
+            lines.append(f"on disk: {size(project.size_bytes)}{bank}")
         if project.last_compacted_at is not None:
             lines.append(f"compaction: last ran {ago(project.last_compacted_at)} ago")
         if (rebuild := project.index.rebuilding) is not None:
@@ -286,6 +291,27 @@ def auto(r: p.AutoResult) -> str:
     return f"auto-memory {state}, promotion preset {r.preset}"
 
 
+def session(r: p.SessionResult) -> str:
+    """The session, then each finding: its line and rule, its text, and the line it came from."""
+    state = f"closed {ago(r.finalized_at)} ago" if r.finalized_at else "open"
+    lines = [f"session {r.session_id} ({r.agent}, {state})", f"transcript {r.transcript_path}"]
+    if r.unreadable:
+        lines.append(f"lines not shown: {r.unreadable}")
+    for f in r.findings:
+        where = f"line {f.line}" if f.line else "line ?"
+        promoted = ", promoted" if f.promoted else ""
+        lines.append(f"\n{where} [{f.category}, {f.rule_id or '-'}{promoted}] {f.content}")
+        if f.text is not None:
+            lines.append(f"  {f.role or 'line'}: {_line(f.text, REVIEW_TEXT_CHARS)}")
+    if not r.findings:
+        lines.append("no findings")
+    if r.total > len(r.findings):
+        lines.append(
+            f"… {r.total - len(r.findings)} more findings (the first {len(r.findings)} are shown)"
+        )
+    return "\n".join(lines)
+
+
 def episodes(r: p.EpisodesResult) -> str:
     if not r.episodes:
         return "no episodes"
@@ -381,10 +407,31 @@ def ingested(r: p.IngestResult) -> str:
     )
 
 
+def size(n: int | None) -> str:
+    """Bytes in the largest binary unit that keeps a number under 1024: ``812K``, ``3.4M``."""
+    if n is None:
+        return "-"
+    value, unit = float(n), "B"
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 1024 or unit == "T":
+            break
+        value /= 1024
+    return f"{value:.0f}{unit}" if unit == "B" or value >= 10 else f"{value:.1f}{unit}"
+
+
 def projects(r: p.ProjectsResult) -> str:
     if not r.projects:
         return "no projects"
-    return table([["NAME", "PATH"], *([x.name, x.path] for x in r.projects)])
+    rows = [["NAME", "ENTRIES", "REVIEW", "SESSIONS", "CAPTURED", "BANK", "SIZE", "PATH"]]
+    for x in r.projects:
+        e = x.entries
+        active = "-" if e is None else str(e.candidate + e.confirmed + e.pinned)
+        review = "-" if x.awaiting_review is None else str(x.awaiting_review)
+        sessions = "-" if x.sessions is None else str(x.sessions)
+        captured = "-" if x.last_capture_at is None else ago(x.last_capture_at) + " ago"
+        bank = "yes" if x.bank else "no"
+        rows.append([x.name, active, review, sessions, captured, bank, size(x.size_bytes), x.path])
+    return table(rows)
 
 
 def project_removed(r: p.ProjectRemovedResult) -> str:

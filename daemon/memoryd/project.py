@@ -7,8 +7,10 @@ owner thread calls into this class.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,6 +22,7 @@ from memctl import protocol as p
 from memoryd.atomic import write_atomic
 from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
+from memoryd.banks.paths import BANK_DIRNAME
 from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
 from memoryd.core import share as core_share
@@ -1023,6 +1026,9 @@ class ProjectMemory:
             last_compacted_at=self.compacted_at,
             open_conflicts=len(self.store.open_conflicts()),
             awaiting_review=self.review_count(),
+            last_capture_at=self.store.last_capture_at(),
+            bank=has_bank(self.root),
+            size_bytes=data_size(self.dir),
             index=p.IndexInfo(
                 documents=state.documents,
                 applied_seq=state.applied_seq,
@@ -1109,6 +1115,51 @@ def _record_root(directory: Path, root: Path) -> None:
     except OSError:
         pass
     write_atomic(path, record)
+
+
+def data_size(directory: Path) -> int:
+    """Bytes on disk under a project's data folder: database and WAL, index, audit log,
+    backup."""
+    total = 0
+    for base, _dirs, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(base, name)).st_size
+    return total
+
+
+def has_bank(root: Path) -> bool:
+    return (root / BANK_DIRNAME).is_dir()
+
+
+def describe_closed(known: p.KnownProject, data_root: Path) -> p.KnownProject:
+    """``known`` with what its data folder says, read without opening the project: its
+    database read-only (no migration, no index, no watcher), its size from the folder."""
+    root = Path(known.path)
+    folder = data_root / "projects" / project_slug(root)
+    described = msgspec.structs.replace(known, bank=has_bank(root))
+    if not (folder / "memory.db").exists():
+        return described  # a memory-bank/ the daemon holds no memory for
+    size = data_size(folder)
+    try:
+        store = SqliteStore.read_only(folder / "memory.db")
+    except StoreCorrupt:
+        return msgspec.structs.replace(described, held=True, size_bytes=size)
+    try:
+        counts = store.counts()
+        return msgspec.structs.replace(
+            described,
+            held=True,
+            entries=counts,
+            awaiting_review=counts.candidate + len(store.awaiting_review(REVIEW_COUNT_CAP)),
+            sessions=store.session_count(),
+            last_capture_at=store.last_capture_at(),
+            size_bytes=size,
+        )
+    except sqlite3.Error:
+        return msgspec.structs.replace(described, held=True, size_bytes=size)
+    finally:
+        store.close()
 
 
 def recorded_root(directory: Path) -> Path | None:

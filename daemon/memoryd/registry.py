@@ -12,11 +12,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path, PurePath
 
+import msgspec
+
+from memctl import protocol as p
 from memoryd.background import BackgroundErrors
 from memoryd.config import StorageSettings
 from memoryd.core.errors import BadRequest, EntryNotFound, MemorydError, NoProject
 from memoryd.core.projects import PROJECT_MARKERS, find_root, slug
-from memoryd.project import ProjectMemory, recorded_root
+from memoryd.project import ProjectMemory, describe_closed, recorded_root
 
 MAX_OPEN = 16
 
@@ -129,6 +132,26 @@ class ProjectRegistry:
             self._known = {root for root in roots if root is not None and root.is_dir()}
             self._known.update(self._open)
         return sorted(self._known)
+
+    def describe(self, known: p.KnownProject) -> p.KnownProject:
+        """``known`` with its counts, review queue, sessions, last capture, bank and size: from
+        the open project, else read from its data folder without opening it (``projects``
+        lists every project, and opening each would evict the ones in use)."""
+        opened = self._open.get(Path(known.path))
+        if opened is None:
+            return describe_closed(known, self.data_root)
+        info = opened.info()
+        return msgspec.structs.replace(
+            known,
+            held=True,
+            open=True,
+            bank=info.bank,
+            entries=info.entries,
+            awaiting_review=info.awaiting_review,
+            sessions=info.sessions,
+            last_capture_at=info.last_capture_at,
+            size_bytes=info.size_bytes,
+        )
 
     def remove(self, directory: str, now: float) -> Path:
         """Move the memory of the project at ``directory`` aside (``removed/``, never deleted),

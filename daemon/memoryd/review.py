@@ -10,11 +10,18 @@ line of the transcript it came from. Accept, reject and edit are each one event 
 from __future__ import annotations
 
 import bisect
+import json
+import os
+import stat
 from collections.abc import Callable, Iterable, Sequence
+from typing import BinaryIO
 
 from memctl import protocol as p
+from memoryd.capture.parsers import new_state, parse_line
 from memoryd.core.capture.findings import SessionFinding, finding_id
 from memoryd.core.capture.promotion import Preset
+from memoryd.core.errors import EntryNotFound
+from memoryd.core.redaction import redact
 from memoryd.core.review import Item, Knowledge, plan_accept, plan_edit, plan_reject, resolve
 from memoryd.project import REVIEW_COUNT_CAP, ProjectMemory
 
@@ -212,3 +219,92 @@ class _Lines:
         except OSError:
             return None
         return found
+
+
+# --------------------------------------------------------------------------- a session's lines
+
+LINE_READ_MAX = 1 << 20  # bytes of one transcript line read at most
+
+
+def transcript_line(path: str | None, offset: int | None) -> int | None:
+    """The 1-based line of ``path`` holding byte ``offset`` (None: not a JSONL file, or
+    unreadable now)."""
+    return _Lines().line(path, offset)
+
+
+def session(project: ProjectMemory, session_id: str) -> p.SessionResult:
+    """A captured session's findings beside the transcript lines they came from. The daemon
+    reads the lines (the page never reads a file): each from its byte offset, at most
+    ``LINE_READ_MAX`` bytes, through its agent's parser, redacted, cut to
+    ``SESSION_LINE_CHARS``."""
+    record = project.session(session_id)
+    if record is None:
+        raise EntryNotFound(f"no captured session {session_id!r} in this project")
+    found = project.session_findings(session_id)
+    shown = found[: p.SESSION_FINDINGS]
+    promoted = project.store.promoted_findings([f.id for f in shown])
+    path = record.transcript_path
+    why = _unreadable(path)
+    lines = _Lines()
+    items: list[p.SessionFindingLine] = []
+    handle = None if why else open(path, "rb")  # noqa: SIM115  # closed below
+    try:
+        for f in shown:
+            item = p.SessionFindingLine(
+                id=f.id,
+                content=f.content,
+                category=f.category,
+                rule_id=f.rule_id,
+                promoted=f.id in promoted,
+            )
+            if handle is not None:
+                role, text, cut = _line_text(handle, record.agent, path, f.offset)
+                item.line = lines.line(path, f.offset)
+                item.role, item.text, item.cut = role, text, cut
+            items.append(item)
+    finally:
+        if handle is not None:
+            handle.close()
+    return p.SessionResult(
+        session_id=record.id,
+        agent=record.agent,
+        transcript_path=path,
+        created_at=record.created_at,
+        finalized_at=record.finalized_at,
+        findings=items,
+        total=len(found),
+        unreadable=why,
+    )
+
+
+def _unreadable(path: str) -> str | None:
+    if not path.endswith(".jsonl"):
+        return "a .json transcript: its findings name messages, not lines"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"the transcript cannot be read now ({exc.strerror or exc})"
+    if not stat.S_ISREG(mode):
+        return "the transcript is not a regular file"
+    return None
+
+
+def _line_text(handle: BinaryIO, agent: str, path: str, offset: int) -> tuple[str, str, bool]:
+    """(role, text, cut) of the line starting at byte ``offset``."""
+    handle.seek(offset)
+    raw = handle.read(LINE_READ_MAX).split(b"\n", 1)[0]
+    role, text = "", ""
+    if agent in ("claude", "codex", "gemini"):
+        messages = parse_line(agent, raw, offset, new_state(agent, path))  # type: ignore[arg-type]
+        parts: list[str] = []
+        for m in messages:
+            role = role or m.role
+            parts.append(m.text)
+            parts += (f"{c.name} {json.dumps(c.input, ensure_ascii=False)}" for c in m.tool_calls)
+            parts += (r.text for r in m.tool_results)
+        text = "\n".join(x for x in parts if x)
+    if not text:
+        text = raw.decode("utf-8", "replace")
+    text = redact(text).text
+    cut = len(text) > p.SESSION_LINE_CHARS
+    return role, text[: p.SESSION_LINE_CHARS], cut

@@ -35,6 +35,12 @@ def register(c: Commands) -> None:
     p.add_argument("ids", nargs="*", metavar="ID", help="items (an id or a unique prefix)")
     p.add_argument("--reason", default="", help="why they are rejected (kept in the audit log)")
     p.add_argument("--limit", type=int, default=50, help="items listed at most")
+    p = c.add("session", cmd_session, protocol.SessionShow)
+    p.add_argument("session_id", metavar="SESSION", help="a captured session's id")
+
+
+def cmd_session(s: Session) -> None:
+    s.emit(s.call(protocol.SessionShow(session_id=s.args.session_id)), render.session)
 
 
 def cmd_review(s: Session) -> None:

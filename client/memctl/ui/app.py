@@ -278,22 +278,10 @@ def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
 
     async def projects(request: Request) -> Response:
         def go() -> Any:
+            # One request: the daemon describes each project, reading one that is not open
+            # without opening it (a status per project would open, and evict, every one).
             known = backend.call(p.Projects()).projects
-            rows = []
-            for project in known:
-                try:
-                    info = backend.client.call(
-                        p.StatusRequest(project=project.path, project_explicit=True)
-                    )
-                    status = (
-                        p.result_of(p.StatusRequest(), info).project
-                        if isinstance(info, p.Ok)
-                        else None
-                    )
-                except DaemonUnavailable:
-                    status = None
-                rows.append({"name": project.name, "path": project.path, "info": status})
-            return {"projects": rows, "current": backend.project}
+            return {"projects": known, "current": backend.project}
 
         return await run(go)
 
@@ -414,6 +402,9 @@ def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
     async def episodes(request: Request) -> Response:
         return await run(lambda: backend.call(p.Episodes(query=_text(request, "q"), limit=50)))
 
+    async def session(request: Request) -> Response:
+        return await run(lambda: backend.call(p.SessionShow(session_id=_text(request, "id"))))
+
     async def graph(request: Request) -> Response:
         def go() -> Any:
             depth = _int(request, "depth", 2)
@@ -465,6 +456,7 @@ def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
         Route("/api/check", check),
         Route("/api/health", health),
         Route("/api/episodes", episodes),
+        Route("/api/session", session),
         Route("/api/graph", graph),
     ]
     return Guard(Starlette(routes=routes), token, port)

@@ -229,6 +229,10 @@ class Store(Protocol):
 
     def session_count(self) -> int: ...
 
+    def last_capture_at(self) -> float | None:
+        """When a session was last recorded, begun or ended (epoch seconds), or None."""
+        ...
+
     def finding_count(self) -> int: ...
 
     def findings(self, session_id: str) -> list[SessionFinding]:

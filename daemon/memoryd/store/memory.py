@@ -707,6 +707,10 @@ class MemoryStore:
     def session_count(self) -> int:
         return len(self._sessions)
 
+    def last_capture_at(self) -> float | None:
+        times = [t for s in self._sessions.values() for t in (s.created_at, s.finalized_at)]
+        return max((t for t in times if t is not None), default=None)
+
     def finding_count(self) -> int:
         return len(self._findings)
 

@@ -61,7 +61,7 @@ from memoryd.store.base import (
     StoreCorrupt,
     one_per_fingerprint,
 )
-from memoryd.store.migrations import migrate
+from memoryd.store.migrations import SCHEMA_VERSION, migrate
 
 _COLUMNS = (
     "id, fingerprint, content, category, importance, confidence, status, archived, "
@@ -151,6 +151,33 @@ class SqliteStore:
             with contextlib.suppress(Exception):
                 self._conn.close()
             raise StoreCorrupt(f"{path}: {exc}") from exc
+
+    @classmethod
+    def read_only(cls, path: Path) -> SqliteStore:
+        """The database at ``path`` for reading only (``memctl projects`` on a project that is
+        not open): no migration, no write, a short lock wait. Raises ``StoreCorrupt`` when it
+        cannot be read or its schema is not this memoryd's."""
+        store = cls.__new__(cls)
+        store.path = path
+        try:
+            store._conn = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise StoreCorrupt(f"{path}: {exc}") from exc
+        try:
+            store._conn.execute("PRAGMA busy_timeout=200")
+            version = store._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise StoreCorrupt(f"{path}: schema {version}, not {SCHEMA_VERSION}")
+            store._applied = int(store._scalar("SELECT value FROM meta WHERE key='audit_seq'"))
+        except sqlite3.Error as exc:
+            store._conn.close()
+            raise StoreCorrupt(f"{path}: {exc}") from exc
+        except StoreCorrupt:
+            store._conn.close()
+            raise
+        return store
 
     # ------------------------------------------------------------------ helpers
 
@@ -592,6 +619,12 @@ class SqliteStore:
 
     def session_count(self) -> int:
         return int(self._scalar("SELECT count(*) FROM sessions"))
+
+    def last_capture_at(self) -> float | None:
+        newest = self._scalar(
+            "SELECT max(max(created_at, coalesce(finalized_at, created_at))) FROM sessions"
+        )
+        return None if newest is None else float(newest)
 
     def _findings(
         self, where: str, params: Sequence[Any] = (), tail: str = ""

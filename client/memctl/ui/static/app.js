@@ -70,6 +70,15 @@ function ago(ts) {
   return Math.floor(s) + "s ago";
 }
 
+function bytes(n) {
+  let value = n, unit = "B";
+  for (unit of ["B", "KiB", "MiB", "GiB", "TiB"]) {
+    if (value < 1024 || unit === "TiB") break;
+    value /= 1024;
+  }
+  return (unit === "B" || value >= 10 ? value.toFixed(0) : value.toFixed(1)) + " " + unit;
+}
+
 const num = (v) => (v === null || v === undefined ? "-" : v.toFixed(1));
 
 class ApiFailure extends Error {}
@@ -264,8 +273,9 @@ VIEWS.entry = async function (id) {
   fact("Used", e.access_count + " times" + (e.last_accessed_at ? ", last " + ago(e.last_accessed_at) : ""));
   fact("Source", src.kind);
   fact("Agent", src.agent);
-  fact("Session", src.session_id ? code(src.session_id) : null);
-  fact("Transcript", src.transcript_path ? code(src.transcript_path + (src.offset !== undefined && src.offset !== null ? " @ " + src.offset : "")) : null);
+  fact("Session", src.session_id ? el("a", { href: "#/sessions/" + encodeURIComponent(src.session_id), class: "id" }, src.session_id) : null);
+  fact("Transcript", src.transcript_path ? code(src.transcript_path) : null);
+  if (src.kind === "transcript") fact("Line", data.line ? String(data.line) : (src.offset !== undefined && src.offset !== null ? `unknown (byte ${src.offset}; the transcript cannot be read now)` : null));
   fact("Rule", src.rule_id);
   if (e.tags.length) fact("Tags", e.tags.map((t) => badge("#" + t, "tag")));
   if (e.file_paths.length) fact("Files", e.file_paths.map((f) => el("div", {}, code(f))));
@@ -285,15 +295,26 @@ VIEWS.entry = async function (id) {
     actions.append(act("Unarchive", "unarchive"));
   }
   actions.append(el("a", { class: "button", href: "#/graph/" + encodeURIComponent(e.id) }, "Graph"));
-  const text = el("textarea", { rows: 3, "aria-label": "new text", placeholder: "Replace this entry with new text (the old one is archived as superseded)" });
-  const supersede = el("form", { class: "supersede", onsubmit: async (ev) => {
+  // Edit is a supersede with the current text to start from: the new text is a new entry,
+  // the user's, and this one is archived as superseded (its history stays). Said as it is.
+  const text = el("textarea", { rows: 4, name: "content", "aria-label": "new text" });
+  const supersede = el("form", { class: "edit", hidden: true, onsubmit: async (ev) => {
     ev.preventDefault();
     if (!text.value.trim()) { notice("Write the new text first", "bad"); return; }
+    if (text.value === e.content) { notice("The text is unchanged: nothing saved", "bad"); return; }
     try {
       const r = await post("/api/entry", { action: "supersede", id: e.id, content: text.value });
       location.hash = "#/entry/" + encodeURIComponent(r.id);
     } catch (err) { notice(err.message, "bad"); }
-  } }, text, el("button", { type: "submit" }, "Supersede"));
+  } },
+    el("p", { class: "muted small hint" }, "Saving makes your text a new entry of yours (confirmed, or pinned if this one is) that supersedes this one: this one is archived as superseded and keeps its history."),
+    text,
+    el("div", { class: "actions" }, el("button", { type: "submit" }, "Save as a new version"),
+      el("button", { type: "button", onclick: () => { supersede.hidden = true; } }, "Cancel")));
+  if (!e.archived) {
+    const open = (start) => () => { text.value = start; supersede.hidden = false; text.focus(); };
+    actions.prepend(el("button", { onclick: open(e.content) }, "Edit"), el("button", { onclick: open("") }, "Supersede"));
+  }
 
   const edges = el("ul", { class: "plain" });
   for (const edge of data.edges) {
@@ -547,32 +568,76 @@ function summarise(details) {
 
 // ------------------------------------------------------------------ Sessions
 
-VIEWS.sessions = async function () {
-  const [data, review] = await Promise.all([api("/api/episodes"), api("/api/review")]);
+VIEWS.sessions = async function (open) {
+  const data = await api("/api/episodes");
   main.append(el("h1", {}, "Sessions"));
   if (!data.episodes.length) {
     main.append(empty("No sessions captured yet.", "Install the hooks with memctl install-hooks; each session your agent ends becomes an episode here."));
     return;
   }
-  const bySession = {};
-  for (const item of review.items) (bySession[item.session_id] = bySession[item.session_id] || []).push(item);
-  const list = el("ol", { class: "cards timeline" });
-  for (const ep of data.episodes) {
-    const found = (bySession[ep.session_id] || []).slice().sort((a, b) => (a.line || 0) - (b.line || 0));
-    list.append(el("li", { class: "card" },
-      el("h2", {}, ep.title || "(untitled session)"),
-      el("div", { class: "meta" }, badge(ep.agent, "tag"), el("span", { class: "id" }, short(ep.session_id)),
-        el("span", { class: "muted" }, `${when(ep.started_at)} → ${when(ep.ended_at)}`),
-        el("span", {}, `${ep.turns} turns · ${ep.tool_calls} tool calls · ${ep.errors} errors`)),
-      ep.goal ? el("p", {}, el("strong", {}, "Goal: "), ep.goal) : null,
-      ep.decisions.length ? el("ul", {}, ep.decisions.map((d) => el("li", {}, d))) : null,
-      ep.outcome ? el("p", {}, el("strong", {}, "Outcome: "), ep.outcome) : null,
-      ep.files.length ? el("p", { class: "muted small" }, ep.files.slice(0, 12).map((f) => [code(f), " "])) : null,
-      found.length ? el("details", {}, el("summary", {}, `${found.length} findings waiting for review, by transcript line`),
-        el("ul", { class: "plain" }, found.map((f) => el("li", {}, code("line " + (f.line || "?")), " ", f.content)))) : null));
+  // A timeline per agent, newest session first; the agent whose last session is newest first.
+  const at = (ep) => ep.ended_at || ep.started_at || 0;
+  const byAgent = new Map();
+  for (const ep of data.episodes.slice().sort((a, b) => at(b) - at(a))) {
+    if (!byAgent.has(ep.agent)) byAgent.set(ep.agent, []);
+    byAgent.get(ep.agent).push(ep);
   }
-  main.append(list);
+  main.append(el("p", { class: "muted" }, `${data.episodes.length} session${data.episodes.length === 1 ? "" : "s"} by ${byAgent.size} agent${byAgent.size === 1 ? "" : "s"}, newest first. Open a session to see its findings beside the transcript lines they came from.`));
+  for (const [agent, episodes] of byAgent) {
+    const list = el("ol", { class: "cards timeline", data: { agent } });
+    for (const ep of episodes) list.append(sessionCard(ep, ep.session_id === open));
+    main.append(el("section", { class: "agent" }, el("h2", {}, badge(agent, "tag"), ` ${episodes.length} session${episodes.length === 1 ? "" : "s"}`), list));
+  }
 };
+
+function sessionCard(ep, open) {
+  const lines = el("div", { class: "session-lines" });
+  const details = el("details", { class: "findings" }, el("summary", {}, "Findings beside their transcript lines"), lines);
+  let loaded = false;
+  const load = async () => {
+    if (loaded) return;
+    loaded = true;
+    lines.replaceChildren(el("p", { class: "muted" }, "Reading the transcript…"));
+    try {
+      lines.replaceChildren(renderSession(await api("/api/session?id=" + encodeURIComponent(ep.session_id))));
+    } catch (e) { loaded = false; lines.replaceChildren(failure(e)); }
+  };
+  details.addEventListener("toggle", () => { if (details.open) load(); });
+  if (open) { details.open = true; load(); }
+  return el("li", { class: "card session", data: { session: ep.session_id } },
+    el("h3", {}, ep.title || "(untitled session)"),
+    el("div", { class: "meta" }, el("span", { class: "id", title: ep.session_id }, short(ep.session_id)),
+      el("span", { class: "muted" }, `${when(ep.started_at)} → ${when(ep.ended_at)}`),
+      el("span", {}, `${ep.turns} turns · ${ep.tool_calls} tool calls · ${ep.errors} errors`)),
+    ep.goal ? el("p", {}, el("strong", {}, "Goal: "), ep.goal) : null,
+    ep.decisions.length ? el("ul", {}, ep.decisions.map((d) => el("li", {}, d))) : null,
+    ep.outcome ? el("p", {}, el("strong", {}, "Outcome: "), ep.outcome) : null,
+    ep.files.length ? el("p", { class: "muted small" }, ep.files.slice(0, 12).map((f) => [code(f), " "])) : null,
+    details);
+}
+
+function renderSession(s) {
+  const box = el("div", {});
+  box.append(el("p", { class: "muted small" }, "Transcript ", code(s.transcript_path), s.finalized_at ? ` · closed ${ago(s.finalized_at)}` : " · still open"));
+  if (s.unreadable) box.append(el("p", { class: "muted" }, "Lines not shown: " + s.unreadable));
+  if (!s.findings.length) {
+    box.append(empty("This session produced no findings."));
+    return box;
+  }
+  const list = el("ol", { class: "finding-lines" });
+  for (const f of s.findings) {
+    list.append(el("li", { data: { finding: f.id, line: f.line === null ? "" : String(f.line) } },
+      el("div", { class: "finding" },
+        el("div", { class: "meta" }, badge(f.category), f.promoted ? badge("promoted", "confirmed") : badge("not promoted", "candidate"), f.rule_id ? el("span", { class: "muted small" }, f.rule_id) : null),
+        el("div", { class: "content" }, f.content)),
+      el("div", { class: "source" },
+        el("div", { class: "muted small" }, f.line ? `line ${f.line}` : "line ?", f.role ? " · " + f.role : ""),
+        f.text === null || f.text === undefined ? null : el("pre", { class: "line-text" }, f.text + (f.cut ? " …" : "")))));
+  }
+  box.append(list);
+  if (s.total > s.findings.length) box.append(el("p", { class: "muted small" }, `… and ${s.total - s.findings.length} more findings.`));
+  return box;
+}
 
 // ------------------------------------------------------------------ Projects
 
@@ -583,17 +648,28 @@ VIEWS.projects = async function () {
     main.append(empty("The daemon knows no project yet.", "Work in a repository with the hooks installed (memctl install-hooks), or run memctl remember there."));
     return;
   }
-  const list = el("ol", { class: "cards" });
+  // The page's project: the deepest project holding the folder memctl ui works in.
+  const holds = (path) => data.current === path || data.current.startsWith(path.replace(/\/$/, "") + "/");
+  const here = data.projects.filter((pr) => holds(pr.path)).map((pr) => pr.path).sort((a, b) => b.length - a.length)[0];
+  const list = el("ol", { class: "cards", id: "project-list" });
   for (const pr of data.projects) {
-    const info = pr.info;
-    const current = pr.path === data.current || (info && info.root === data.current);
-    const counts = info ? info.entries : null;
-    list.append(el("li", { class: "card" + (current ? " selected" : "") },
-      el("h2", {}, pr.name, current ? badge("open here", "ok") : null),
-      el("p", {}, code(pr.path)),
-      info ? el("div", { class: "meta" },
-        badge(`${counts.confirmed} confirmed`), badge(`${counts.pinned} pinned`, "pinned"), badge(`${counts.candidate} candidates`, "candidate"), badge(`${counts.archived} archived`),
-        badge(`${info.awaiting_review} to review`, info.awaiting_review ? "candidate" : ""), badge(`${info.sessions} sessions`), badge(`${info.index.documents} indexed`)) : el("p", { class: "muted" }, "not opened"),
+    const current = pr.path === here;
+    const counts = pr.entries;
+    const facts = el("dl", { class: "facts compact" });
+    const fact = (k, v) => facts.append(el("dt", {}, k), el("dd", { data: { fact: k.toLowerCase() } }, v));
+    if (counts) {
+      fact("Entries", el("span", { class: "meta" }, badge(`${counts.confirmed} confirmed`), badge(`${counts.pinned} pinned`, "pinned"), badge(`${counts.candidate} candidates`, "candidate"), badge(`${counts.archived} archived`)));
+      fact("Review", badge(`${pr.awaiting_review} waiting`, pr.awaiting_review ? "candidate" : ""));
+      fact("Sessions", String(pr.sessions));
+      fact("Last capture", pr.last_capture_at ? el("span", { title: when(pr.last_capture_at) }, ago(pr.last_capture_at)) : "none yet");
+    }
+    fact("Memory bank", pr.bank ? "present (memory-bank/)" : "none");
+    fact("On disk", pr.size_bytes === null || pr.size_bytes === undefined ? "no memory held" : bytes(pr.size_bytes));
+    list.append(el("li", { class: "card" + (current ? " selected" : ""), data: { path: pr.path } },
+      el("h2", {}, pr.name, " ", current ? badge("open here", "ok") : null, pr.held && !pr.open ? badge("closed", "tag") : null),
+      el("p", { class: "path" }, code(pr.path)),
+      pr.held || pr.bank ? facts : el("p", { class: "muted" }, "No memory held yet."),
+      pr.held && !counts ? el("p", { class: "muted" }, "Its database could not be read without opening it: open it to see its entries.") : null,
       current ? null : el("div", { class: "actions" }, el("button", { onclick: async () => {
         try { await post("/api/project", { path: pr.path }); await refreshHeader(); location.hash = "#/memory"; } catch (e) { notice(e.message, "bad"); }
       } }, "Open"))));

@@ -74,7 +74,8 @@ def bank_sync(ctx: DaemonContext, req: p.BankSync) -> p.BankSyncResult | Parked:
 
 
 def projects(ctx: DaemonContext, req: p.Projects) -> p.ProjectsResult:
-    return _banks(ctx).projects()
+    listed = _banks(ctx).projects().projects
+    return p.ProjectsResult(projects=[ctx.registry.describe(known) for known in listed])
 
 
 def ingest_lifecycle(ctx: DaemonContext, req: p.IngestLifecycle) -> p.IngestResult:

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from memctl import protocol as p
+from memoryd import review
 from memoryd.core.errors import Unavailable
 from memoryd.server.context import DaemonContext, Handler, Parked
 
@@ -158,7 +159,11 @@ def connect(ctx: DaemonContext, req: p.Connect) -> p.Edge:
 
 
 def show(ctx: DaemonContext, req: p.Show) -> p.ShowResult:
-    return ctx.registry.get(req.project).show(req.target)
+    shown = ctx.registry.get(req.project).show(req.target)
+    src = shown.entry.source
+    if src.kind == "transcript":
+        shown.line = review.transcript_line(src.transcript_path, src.offset)
+    return shown
 
 
 def graph(ctx: DaemonContext, req: p.Graph) -> p.GraphResult:

@@ -27,9 +27,14 @@ def review_edit(ctx: DaemonContext, req: p.ReviewEdit) -> p.ReviewDecisionResult
     return review.edit(ctx.registry.get(req.project), req.target, req.content)
 
 
+def session(ctx: DaemonContext, req: p.SessionShow) -> p.SessionResult:
+    return review.session(ctx.registry.get(req.project), req.session_id)
+
+
 HANDLERS: dict[type[p.Request[Any]], Handler] = {
     p.Review: review_list,
     p.ReviewAccept: review_accept,
     p.ReviewReject: review_reject,
     p.ReviewEdit: review_edit,
+    p.SessionShow: session,
 }
