@@ -178,6 +178,11 @@ def test_planted_secrets_reach_no_file(env: Env, daemon: Daemon) -> None:
     for n, (role, text) in enumerate(texts):
         _append(path, [_record(env, role, text, n)])
     until(lambda: _found(env, "postgres commit", "postgres"), "the last finding")
+    # The session view reads the transcript's lines back for a person: redacted too.
+    shown = memctl(env, "--json", "session", SESSION)
+    assert shown.code == 0 and json.loads(shown.stdout)["findings"], shown.stderr
+    assert "[REDACTED:" in shown.stdout
+    assert [n for n, secret in s.items() if secret in shown.stdout] == []
     ok_json(env, "remember", f"The backup key is {s['aws']} and the admin is {s['email']}")
     assert _session_end(env, path).finalized is True
     ok_json(env, "check")
