@@ -909,6 +909,10 @@ class ProjectMemory:
         """A session's findings in transcript order."""
         return self.store.findings(session_id)
 
+    def promoted_findings(self, finding_ids: Sequence[str]) -> set[str]:
+        """Which of these findings an entry was promoted from."""
+        return set(self.store.promoted_findings(list(finding_ids)))
+
     def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
         """Findings of these sessions not promoted yet, most important first (session tier)."""
         return self.store.unpromoted_findings(session_ids, limit)

@@ -242,7 +242,7 @@ def session(project: ProjectMemory, session_id: str) -> p.SessionResult:
         raise EntryNotFound(f"no captured session {session_id!r} in this project")
     found = project.session_findings(session_id)
     shown = found[: p.SESSION_FINDINGS]
-    promoted = project.store.promoted_findings([f.id for f in shown])
+    promoted = project.promoted_findings([f.id for f in shown])
     path = record.transcript_path
     why = _unreadable(path)
     lines = _Lines()
