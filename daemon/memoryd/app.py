@@ -17,7 +17,7 @@ import zmq
 
 from memctl import __version__, paths
 from memctl import protocol as p
-from memoryd import config, logs, messages, runtime
+from memoryd import atomic, config, logs, messages, runtime
 from memoryd.background import BackgroundErrors
 from memoryd.banks.cache import BankCache
 from memoryd.banks.journal import BankJournal
@@ -32,6 +32,7 @@ from memoryd.instructions.loader import InstructionConfig
 from memoryd.jobs import Jobs
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
+from memoryd.server import gate
 from memoryd.server.context import DaemonContext
 from memoryd.server.loop import Server
 from memoryd.share import ShareService, ShareWriter, is_share_file
@@ -75,6 +76,10 @@ class Daemon:
                 f"refusing to serve {endpoint}: only ipc:// sockets are supported (TCP would "
                 "need CURVE authentication)"
             )
+        # One descriptor per client connection: as many as the hard limit allows.
+        _, fd_limit = gate.raise_fd_limit()
+        if fd_limit < gate.LIMIT_LOW:
+            self.log.warning("fd_limit_low", limit=fd_limit, enough=gate.LIMIT_LOW)
         with contextlib.ExitStack() as stack:
             parts = self._build(stack, endpoint)
             runtime.notify_systemd("READY=1")
@@ -85,6 +90,7 @@ class Daemon:
                 pid=os.getpid(),
                 socket=endpoint,
                 data_dir=str(config.data_dir(self.settings)),
+                fd_limit=fd_limit,
                 ms=round((time.monotonic() - started) * 1000, 1),
             )
             parts.server.serve()
@@ -487,6 +493,9 @@ def _log_file(settings: config.Settings) -> Path | None:
 
 
 def run(config_file: Path | None, overrides: dict[str, Any]) -> int:
+    # Every file and directory the daemon makes for itself is private, as its unit's UMask makes
+    # them; those it makes in a project say their mode (``atomic.make_repository_dir``).
+    os.umask(atomic.PRIVATE_UMASK)
     settings = config.load(config_file, **overrides)
     _configure_logs(settings)
     try:

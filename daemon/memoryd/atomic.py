@@ -17,6 +17,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+# What the daemon creates for itself is private (it runs with umask 077, as its systemd unit
+# sets); what it creates in a project's repository is made as the repository needs.
+PRIVATE_UMASK = 0o077
+REPOSITORY_DIR_MODE = 0o755
+
+
+def make_repository_dir(path: Path) -> None:
+    """``path`` created (its parent must exist) readable like the rest of the repository, not
+    with the daemon's private umask; an existing directory is left as it is."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return
+    os.chmod(path, REPOSITORY_DIR_MODE)
+
+
 def write_atomic(
     path: Path, data: bytes, mode: int = 0o600, *, unless: Callable[[], bool] | None = None
 ) -> os.stat_result | None:

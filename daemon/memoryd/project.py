@@ -238,7 +238,7 @@ class ProjectMemory:
             raise Forbidden(f"{req.agent} is an agent: only a user pins (memctl pin)")
         now = self._clock()
         # Redaction before anything is stored (design §6): a pasted key never reaches the disk.
-        content = core_entries.clean_content(redact(req.content).text)
+        content = _kept_text(req.content)
         category = core_entries.resolve_category(req.category, req.section, content)
         candidate = core_entries.new_entry(
             entry_id=self._new_id(),
@@ -359,7 +359,7 @@ class ProjectMemory:
 
     def _import_candidate(self, raw: str, now: float) -> p.Entry:
         line = _import_decoder.decode(raw)
-        content = core_entries.clean_content(redact(line.content).text)
+        content = _kept_text(line.content)
         category = core_entries.resolve_category(line.category, line.section, content)
         created = _past(line.created_at, now)
         accessed = _past(line.last_accessed_at, now)
@@ -402,7 +402,7 @@ class ProjectMemory:
         now = self._clock()
         new = core_entries.new_entry(
             entry_id=self._new_id(),
-            content=core_entries.clean_content(redact(content).text),
+            content=_kept_text(content),
             category=old.category,
             status="pinned" if old.status == "pinned" else "confirmed",
             now=now,
@@ -556,7 +556,7 @@ class ProjectMemory:
         """Keep a quick note (redacted, like everything memory keeps)."""
         note = p.Note(
             id=self._new_id(),
-            content=core_entries.clean_content(redact(content).text),
+            content=_kept_text(content),
             created_at=self._clock(),
         )
         self.commit(NoteAdded(id=note.id, content=note.content, created_at=note.created_at))
@@ -1076,6 +1076,15 @@ QUARANTINE_S = 24 * 3600
 REVIEW_COUNT_CAP = 10_000  # findings counted for status at most
 EPISODE_SEARCH_SCAN = 10_000  # episodes a text query looks through
 SHOW_HISTORY_SCAN = 20_000  # audit events an entry page looks through for its history
+
+
+def _kept_text(raw: str) -> str:
+    """An entry's or a note's text as memory keeps it: cleaned and its size checked first, before
+    redaction, whose cost grows with the text (a 256 KB import line must be refused, not
+    redacted); then redacted and checked again (a marker can be longer than what it hides)."""
+    return core_entries.clean_content(redact(core_entries.clean_content(raw)).text)
+
+
 SHOW_HISTORY_MAX = 200
 _CONFLICT_SCAN = retrieval.RetrievalConfig(prefix_min_length=1000)  # exact words only
 

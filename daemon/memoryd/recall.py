@@ -77,7 +77,9 @@ class Recall:
         top_k, scan = config.top_k, config.max_candidate_scan
         if self.slo.degraded:
             top_k, scan = min(top_k, DEGRADED_TOP_K), min(scan, DEGRADED_SCAN)
-        terms = retrieval.expand(retrieval.keywords(query), project.aliases(), config.alias_weight)
+        terms = retrieval.expand(
+            retrieval.query_terms(query), project.aliases(), config.alias_weight
+        )
         hits = project.search_candidates(
             terms, scope=scope, active_files=files, config=config, scan=scan
         )
@@ -176,7 +178,7 @@ class Recall:
             ranked = self._ranked(
                 project, req.query, scope="active", files=req.files, limit=limit + len(exclude)
             )
-            wanted = retrieval.keywords(req.query)
+            wanted = retrieval.query_terms(req.query)
             floor = self.config.inject_min_shared
             return [
                 e

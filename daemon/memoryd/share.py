@@ -30,7 +30,7 @@ from typing import Any, Literal
 import msgspec
 
 from memctl import protocol as p
-from memoryd.atomic import write_atomic
+from memoryd.atomic import make_repository_dir, write_atomic
 from memoryd.background import BackgroundErrors
 from memoryd.core import share as core_share
 from memoryd.core.errors import BadRequest
@@ -116,7 +116,7 @@ def write_share_file(job: ShareJob) -> ShareWritten:
     if refused is not None:
         return msgspec.structs.replace(done, error=refused)
     try:
-        path.parent.mkdir(exist_ok=True)
+        make_repository_dir(path.parent)
 
         def changed() -> bool:
             return _hash(_read(path)) != job.base_hash
@@ -217,7 +217,7 @@ class ShareService:
             self._shared.pop(project.root, None)
             return
         folder = share_file(project.root).parent
-        folder.mkdir(exist_ok=True)
+        make_repository_dir(folder)
         _ensure_gitattributes(folder / core_share.GITATTRIBUTES)
         if project.root not in self._shared:
             self._start(project)

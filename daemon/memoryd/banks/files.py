@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from memoryd.atomic import write_atomic
+from memoryd.atomic import make_repository_dir, write_atomic
 from memoryd.banks import clinerules
 from memoryd.banks.clinerules import Instruction
 from memoryd.banks.paths import ARCHIVE_DIR, bank_dir_for, check_name, real_bank_dir, resolve
@@ -229,8 +229,8 @@ class Bank:
 
     def _make_dirs(self, path: Path) -> None:
         self.check_dir()
-        self.dir.mkdir(exist_ok=True)
-        path.parent.mkdir(exist_ok=True)  # the archive, for archive/ names
+        make_repository_dir(self.dir)
+        make_repository_dir(path.parent)  # the archive, for archive/ names
 
     def _real_name(self, path: Path) -> str:
         """The name of the file a resolved path is: through an internal symlink it may differ

@@ -43,7 +43,7 @@ from memoryd.core.bank import modes
 from memoryd.core.bank.apply import apply_items
 from memoryd.core.bank.lifecycle import lifecycle_items
 from memoryd.core.bank.modes import Access
-from memoryd.core.bank.ops import ApplyItems
+from memoryd.core.bank.ops import ApplyItems, check_size
 from memoryd.core.bank.optimise import optimise, optimise_ops
 from memoryd.core.bank.router import route
 from memoryd.core.capture.findings import truncate
@@ -143,7 +143,9 @@ class BankService:
     ) -> p.BankWriteResult:
         """Create or replace a whole file (decisionLog.md: only keeping its existing entries)."""
         # What the daemon writes is redacted like an entry (design §6); a user's own edits on
-        # disk are theirs, and `bank validate` reports a secret in them.
+        # disk are theirs, and `bank validate` reports a secret in them. Its size first: no
+        # work on a content the file could never hold.
+        check_size(name, content)
         submit = partial(self.cache.write, name=name, content=redact(content).text, request=request)
         return self._change(cwd, mode, name, submit)
 
@@ -151,6 +153,7 @@ class BankService:
         self, cwd: str | None, name: str, content: str, mode: str | None, *, request: str = ""
     ) -> p.BankWriteResult:
         """Merge sections into an existing file (``memoryd.core.bank.update``)."""
+        check_size(name, content)  # before redaction and the merge
         submit = partial(
             self.cache.update, name=name, content=redact(content).text, request=request
         )

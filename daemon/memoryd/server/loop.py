@@ -22,6 +22,7 @@ from memoryd import messages, runtime
 from memoryd.core.errors import MemorydError
 from memoryd.core.redaction import redact
 from memoryd.server.context import DaemonContext, Parked, RunState, unique_id
+from memoryd.server.gate import ConnectionGate
 from memoryd.server.handlers import HANDLERS
 from memoryd.server.handlers.internal import INTERNAL_HANDLERS
 
@@ -72,7 +73,10 @@ class Server:
         self.mailbox = zctx.socket(zmq.PULL)
         self.mailbox.setsockopt(zmq.LINGER, 0)
         self.mailbox.bind(messages.INTERNAL_ENDPOINT)
-        self._disconnects: zmq.Socket[Any] | None = None
+        # Watches the connections from the start: refuses new ones before descriptors run out
+        # and counts the clients gone.
+        self.gate = ConnectionGate(self.router)
+        self._leaving_from: int | None = None  # the gate's disconnect count at a shutdown
         self._endpoint: str | None = None
         self._socket_id: tuple[int, int] | None = None  # (device, inode) of the socket file
         self._socket_lost = False
@@ -85,11 +89,19 @@ class Server:
             self.router.bind(endpoint)
         self._endpoint = endpoint
         self._socket_id = _socket_id(endpoint)
+        ipc = paths.ipc_path(endpoint)
+        self.gate.path = Path(ipc) if ipc else None
 
     def keep_socket(self) -> bool:
         """Bind the socket again if its file is gone (logind removes the runtime directory at
         logout; clients find the daemon by that file). Returns whether it was re-created. A
         socket another daemon now serves at that path is left alone and reported."""
+        with self.gate.lock:  # a file the gate moved aside (no descriptors to spare) is kept
+            if self.gate.hidden:
+                return False
+            return self._keep_socket()
+
+    def _keep_socket(self) -> bool:
         if self._endpoint is None or self._socket_id is None:
             return False
         if _socket_id(self._endpoint) == self._socket_id:
@@ -402,14 +414,14 @@ class Server:
 
         A client with IMMEDIATE=1 drops a reply still unread in its pipe when the daemon's end
         closes first, so ``close`` waits (briefly, on this event) for that client to go."""
-        if self._disconnects is None:
-            self._disconnects = self.router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        if self._leaving_from is None:
+            self._leaving_from = self.gate.disconnects
 
     def close(self) -> None:
         # Whoever waits on a parked request (an LLM that never answered) hears that nothing was
         # done, and has the same brief time as a ``shutdown``'s client to read it before the
         # socket closes under it.
-        leaving = (1 if self._disconnects is not None else 0) + len(self._parked)
+        leaving = (1 if self._leaving_from is not None else 0) + len(self._parked)
         if self._parked:
             self._watch_disconnects()
         for item in self._parked:
@@ -420,25 +432,15 @@ class Server:
                 item.started,
             )
         self._parked = []
-        if self._disconnects is not None:
-            self._await_disconnects(leaving)
-            self.router.disable_monitor()
-            self._disconnects.close(linger=0)
+        if self._leaving_from is not None:
+            deadline = time.monotonic() + CLOSE_LINGER_MS / 1000
+            self.gate.wait_disconnects(self._leaving_from, leaving, deadline)
+        self.gate.stop()
         # Let replies already queued (the answer to a `shutdown` request among them) leave.
         self.router.close(linger=CLOSE_LINGER_MS)
         self.mailbox.close(linger=0)
         self._sig_r.close()
         self._sig_w.close()
-
-    def _await_disconnects(self, clients: int) -> None:
-        """Until ``clients`` clients have gone, or ``CLOSE_LINGER_MS`` has passed."""
-        assert self._disconnects is not None
-        deadline = time.monotonic() + CLOSE_LINGER_MS / 1000
-        for _ in range(clients):
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0 or not self._disconnects.poll(left_ms):
-                return
-            self._disconnects.recv_multipart()
 
 
 def _socket_id(endpoint: str) -> tuple[int, int] | None:

@@ -110,12 +110,18 @@ def apply_op(name: str, text: str | None, op: Op) -> str:
     return new
 
 
+def check_size(name: str, text: str) -> None:
+    """A bank file's text, or a change's content before any work on it (redaction, a merge),
+    is at most ``MAX_FILE_BYTES``."""
+    size = len(text.encode("utf-8"))
+    if size > MAX_FILE_BYTES:
+        raise TooLarge(f"{name}: {size} bytes is more than the {MAX_FILE_BYTES} allowed")
+
+
 def check_change(name: str, old: str | None, new: str) -> None:
     """The rules every new text of a bank file obeys, however it was made: bounded size, and
     decisionLog.md append-only."""
-    size = len(new.encode("utf-8"))
-    if size > MAX_FILE_BYTES:
-        raise TooLarge(f"{name}: {size} bytes is more than the {MAX_FILE_BYTES} allowed")
+    check_size(name, new)
     if name == DECISION_LOG:
         reason = check_decision_log(old, new)
         if reason is not None:

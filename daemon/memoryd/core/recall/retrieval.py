@@ -109,6 +109,17 @@ def keywords(text: str) -> list[str]:
     return list(dict.fromkeys(words))
 
 
+# A query's first this many keywords are searched: each becomes term queries and a fuzzy query
+# (a Levenshtein automaton apiece) in the index, and a 256 KB prompt holds tens of thousands of
+# them (issue 10: 2.3 GB of memory and 5 s on the owner thread for one hook).
+MAX_QUERY_TERMS = 64
+
+
+def query_terms(text: str) -> list[str]:
+    """The keywords of a query (``keywords``), at most the first ``MAX_QUERY_TERMS``."""
+    return keywords(text)[:MAX_QUERY_TERMS]
+
+
 DEFAULT_ALIASES: dict[str, tuple[str, ...]] = {
     "auth": ("authentication", "authorization", "login", "oauth", "jwt"),
     "db": ("database", "sql", "postgres", "sqlite", "mysql"),
