@@ -155,7 +155,9 @@ def _p99(times: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--attack", help="run only the attacks whose name contains this")
     args = parser.parse_args()
+    attacks = [(n, a) for n, a in ATTACKS if args.attack is None or args.attack in n]
     import tempfile
 
     rows: list[dict[str, Any]] = []
@@ -167,7 +169,7 @@ def main() -> None:
                 ok_json(env, "remember", f"Service {i} deploys through the staging cluster")
             ok_json(env, "bank", "init")
             longest = 0.0
-            for name, attack in ATTACKS:
+            for name, attack in attacks:
                 took, times = probed(env, attack)
                 longest = max(longest, took)
                 rows.append({"attack": name, "attack_s": took, "probe": times})

@@ -100,13 +100,19 @@ def _headings(text: str) -> tuple[list[tuple[int, int, str, int]], str]:
 def sections(text: str) -> list[Section]:
     """Every ATX heading outside fenced code, in document order."""
     found, _open_fence = _headings(text)
-    result = []
-    for index, (start, level, title, body_start) in enumerate(found):
-        later = found[index + 1 :]
-        own_end = later[0][0] if later else len(text)
-        end = next((h[0] for h in later if h[1] <= level), len(text))
-        result.append(Section(title, level, start, body_start, own_end, end))
-    return result
+    ends = [len(text)] * len(found)
+    open_: list[int] = []  # headings whose end is not known yet, levels strictly increasing
+    for index, (start, level, _title, _body) in enumerate(found):
+        while open_ and found[open_[-1]][1] >= level:
+            ends[open_.pop()] = start
+        open_.append(index)
+    own_ends = [h[0] for h in found[1:]] + [len(text)] if found else []
+    return [
+        Section(title, level, start, body_start, own_end, end)
+        for (start, level, title, body_start), own_end, end in zip(
+            found, own_ends, ends, strict=True
+        )
+    ]
 
 
 def find_section(text: str, heading: str) -> Section | None:
@@ -168,6 +174,147 @@ def append_to_section(text: str, heading: str, item: str) -> str:
     own = text[found.body_start : found.own_end].splitlines()
     kept = "\n".join(line for line in own if not _PLACEHOLDER.match(line)).strip("\n")
     return _splice(text, found.body_start, found.own_end, f"{kept}\n{entry}" if kept else entry)
+
+
+class _Node:
+    """One heading of an ``Outline`` and the text it owns: its line and its own content."""
+
+    __slots__ = ("level", "norm", "text", "title")
+
+    def __init__(self, text: str, level: int, title: str) -> None:
+        self.text, self.level, self.title = text, level, title
+        self.norm = normalise_heading(title)
+
+
+class Outline:
+    """A text cut at its headings, so ``replace_section``, ``append_to_section`` and
+    ``append_block`` can be applied many times in a row at a cost that follows what they touch
+    rather than the whole text: each edit re-reads only the piece it rewrites. ``text()`` is
+    exactly what the same calls on a plain string give (tests/test_bank_core.py compares)."""
+
+    def __init__(self, text: str) -> None:
+        self._load(text)
+
+    def _load(self, text: str) -> None:
+        found, self._fence = _headings(text)
+        self._preamble = text[: found[0][0]] if found else text
+        bounds = [h[0] for h in found] + [len(text)]
+        self._nodes = [
+            _Node(text[start : bounds[i + 1]], level, title)
+            for i, (start, level, title, _body) in enumerate(found)
+        ]
+        self._norms = [node.norm for node in self._nodes]
+
+    def text(self) -> str:
+        return self._preamble + "".join(node.text for node in self._nodes)
+
+    def _find(self, heading: str) -> int | None:
+        wanted = normalise_heading(heading)
+        try:
+            return self._norms.index(wanted)  # the first in document order, as find_section
+        except ValueError:
+            return None
+
+    def _put(self, start: int, stop: int, piece: str) -> None:
+        """``piece`` (read from a line start outside any fence) takes the place of the nodes
+        ``start:stop``; with ``start == -1`` it replaces the preamble and every node."""
+        found, fence = _headings(piece)
+        last = stop == len(self._nodes)
+        if (fence and not last) or (start >= 0 and (not found or found[0][0] != 0)):
+            # A fence left open swallows what follows, or the piece lost its heading: read the
+            # whole text again (what a plain string does on every call).
+            self._load(self._rendered(start, stop, piece))
+            return
+        bounds = [h[0] for h in found] + [len(piece)]
+        nodes = [_Node(piece[h[0] : bounds[i + 1]], h[1], h[2]) for i, h in enumerate(found)]
+        if start < 0:
+            self._preamble = piece[: bounds[0]]
+            start = 0
+        self._nodes[start:stop] = nodes
+        self._norms[start:stop] = [node.norm for node in nodes]
+        if last:
+            self._fence = fence
+
+    def _rendered(self, start: int, stop: int, piece: str) -> str:
+        return (
+            self._preamble
+            + "".join(n.text for n in self._nodes[:start])
+            + piece
+            + "".join(n.text for n in self._nodes[stop:])
+        )
+
+    def _splice_body(self, index: int, stop: int, content: str) -> None:
+        """``_splice`` from the body of node ``index`` to the start of node ``stop``."""
+        node = self._nodes[index]
+        line = node.text.splitlines(keepends=True)[0]
+        region = node.text[len(line) :] + "".join(n.text for n in self._nodes[index + 1 : stop])
+        head = line if line.endswith("\n") else line + "\n"
+        lead = "\n" if not region.strip() or region.startswith(("\n", "\r\n")) else ""
+        middle = lead + content.strip("\n") + "\n" if content.strip() else ""
+        self._put(index, stop, head + middle + ("\n" if stop < len(self._nodes) else ""))
+
+    def append_block(self, block: str) -> None:
+        """As ``append_block``."""
+        if self._nodes:
+            index, last = len(self._nodes) - 1, self._nodes[-1].text
+        else:
+            index, last = -1, self._preamble
+        base = last.rstrip("\n")
+        if self._fence:
+            base += "\n" + self._fence
+        gap = "\n\n" if base or index >= 0 else ""  # a node's text is never blank
+        self._put(index, index + 1, base + gap + block.strip("\n") + "\n")
+
+    def replace_section(self, heading: str, body: str) -> None:
+        """As ``replace_section``."""
+        level, title = _heading_parts(heading)
+        index = self._find(title)
+        if index is None:
+            self.append_block(f"{'#' * level} {title}\n\n{body.strip()}")
+            return
+        stop = index + 1
+        while stop < len(self._nodes) and self._nodes[stop].level > self._nodes[index].level:
+            stop += 1
+        self._splice_body(index, stop, body)
+
+    def append_to_section(self, heading: str, item: str) -> None:
+        """As ``append_to_section``."""
+        entry = _as_item(item)
+        index = self._find(heading)
+        if index is None:
+            self.replace_section(heading, entry)
+            return
+        node = self._nodes[index]
+        own = node.text[len(node.text.splitlines(keepends=True)[0]) :].splitlines()
+        kept = "\n".join(line for line in own if not _PLACEHOLDER.match(line)).strip("\n")
+        self._splice_body(index, index + 1, f"{kept}\n{entry}" if kept else entry)
+
+    def append_items(self, heading: str, items: list[str]) -> None:
+        """As ``append_to_section`` for each item in turn, in one edit: each call drops the
+        placeholder lines the previous item brought, so only the last item keeps its own."""
+        entries = [_as_item(item) for item in items]
+        index = self._find(heading)
+        if index is None or any(_FENCE.match(ln) for e in entries for ln in e.splitlines()):
+            for item in items:  # a fence opened by an item changes where the section ends
+                self.append_to_section(heading, item)
+            return
+        if not entries:
+            return
+        node = self._nodes[index]
+        own = node.text[len(node.text.splitlines(keepends=True)[0]) :].splitlines()
+        kept = [line for line in own if not _PLACEHOLDER.match(line)]
+        for entry in entries[:-1]:
+            while kept and not kept[-1]:  # each call strips the newlines around what it keeps
+                kept.pop()
+            kept.extend(line for line in entry.splitlines() if not _PLACEHOLDER.match(line))
+        while kept and not kept[-1]:
+            kept.pop()
+        first = next((i for i, line in enumerate(kept) if line), len(kept))
+        body = "\n".join([*kept[first:], entries[-1]])
+        self._splice_body(index, index + 1, body)
+
+    def has(self, heading: str) -> bool:
+        return self._find(heading) is not None
 
 
 class ListItem(msgspec.Struct, frozen=True):

@@ -15,14 +15,11 @@ from memoryd.core.bank.model import (
     ACTIVE_CONTEXT,
     DECISION_LOG,
     PROGRESS,
+    Outline,
     Section,
-    append_block,
-    append_to_section,
-    find_section,
     is_decision,
     list_items,
     normalise_heading,
-    replace_section,
     sections,
 )
 from memoryd.core.errors import BadRequest
@@ -50,16 +47,17 @@ def merge_update(name: str, old: str, content: str) -> str:
     """The file ``name`` after merging ``content`` into its text ``old`` (see the module)."""
     if name == DECISION_LOG:
         return _append_decisions(old, content)
-    merged = old
+    # One Outline for the whole update: each section costs what it touches, not the file's
+    # length (2,000 sections re-read the file 4,000 times and took 20 s).
+    merged = Outline(old)
     history = LOG_SECTIONS.get(name, frozenset())
     for unit in _units(content):
         body = unit.body(content)
-        if normalise_heading(unit.heading) in history and find_section(merged, unit.heading):
-            for item in _history_items(content, unit):
-                merged = append_to_section(merged, unit.heading, item)
+        if normalise_heading(unit.heading) in history and merged.has(unit.heading):
+            merged.append_items(unit.heading, _history_items(content, unit))
         else:
-            merged = replace_section(merged, f"{'#' * unit.level} {unit.heading}", body)
-    return merged
+            merged.replace_section(f"{'#' * unit.level} {unit.heading}", body)
+    return merged.text()
 
 
 def _history_items(content: str, unit: Section) -> list[str]:
@@ -78,12 +76,15 @@ def _append_decisions(old: str, content: str) -> str:
     entries = [section for section in sections(content) if is_decision(section)]
     if not entries:
         raise BadRequest("a decisionLog.md update needs at least one '## Decision: <title>' entry")
-    rest = content
-    for entry in reversed(entries):
-        rest = rest[: entry.start] + rest[entry.end :]
+    gaps = zip(
+        [0] + [entry.end for entry in entries],
+        [entry.start for entry in entries] + [-1],
+        strict=True,
+    )
+    rest = "".join(content[start:end] if end >= 0 else content[start:] for start, end in gaps)
     if any(line.strip() and not line.startswith("# ") for line in rest.splitlines()):
         raise BadRequest("a decisionLog.md update holds '## Decision:' entries and nothing else")
-    merged = old
+    merged = Outline(old)
     for entry in entries:
-        merged = append_block(merged, content[entry.start : entry.end])
-    return merged
+        merged.append_block(content[entry.start : entry.end])
+    return merged.text()
