@@ -365,3 +365,38 @@ def test_service_install_and_uninstall(env: Env) -> None:
     assert f'ExecStart="{BIN / "memoryd"}" run' in unit.read_text()
     assert run("install-service").returncode == 0  # idempotent
     assert run("uninstall-service").returncode == 0 and not unit.exists()
+
+
+def test_check_finds_an_index_id_the_store_lacks_and_repair_rebuilds_it(
+    env: Env, daemon: Daemon
+) -> None:
+    """Acceptance 4 (issue 10): after a kill the index can keep an id SQLite no longer has;
+    ``check`` compares the ids both ways and names it, ``check --repair`` rebuilds the index."""
+    kept = ok_json(env, "remember", "Deploys go through the staging cluster first")["id"]
+    lost = ok_json(env, "remember", "Releases are tagged from the main branch")["id"]
+    daemon.stop()
+    unseen = "e" * 32  # and a row the index never saw (no change recorded for it)
+    with sqlite3.connect(_project_dir(env) / "memory.db") as db:
+        assert db.execute("DELETE FROM entries WHERE id = ?", (lost,)).rowcount == 1
+        columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
+        picked = ", ".join("?" if c in ("id", "fingerprint") else c for c in columns)
+        db.execute(
+            f"INSERT INTO entries ({', '.join(columns)}) SELECT {picked} FROM entries WHERE id = ?",
+            (*[unseen for c in columns if c in ("id", "fingerprint")], kept),
+        )
+    again = Daemon(env).start()
+    try:
+        found = memctl(env, "--json", "check")
+        assert found.code == 1, found
+        report = json.loads(found.stdout)
+        assert report["ok"] is False and report["database"] == "ok" and report["audit"] == "ok"
+        assert report["index"] == f"1 in the index only: {lost}; 1 in the store only: {unseen}"
+        repaired = memctl(env, "--json", "check", "--repair")
+        assert repaired.code == 0, repaired
+        index = json.loads(repaired.stdout)["index"]
+        assert index.startswith("repaired: rebuilt from the store") and lost in index
+        assert ok_json(env, "check") == {"ok": True, "database": "ok", "audit": "ok", "index": "ok"}
+        found_ids = {r["id"] for r in ok_json(env, "search", "staging cluster")["results"]}
+        assert found_ids == {kept, unseen}
+    finally:
+        again.stop()

@@ -922,7 +922,13 @@ class AuditTail(Request[AuditResult], tag="audit_tail"):
 
 
 class Check(Request[CheckResult], tag="check"):
-    """Verify the project's database integrity, audit hash chain and search index."""
+    """Verify the project's database integrity, audit hash chain and search index (the same ids
+    as the store). With --repair, an index that differs is rebuilt from the store."""
+
+    # With ``repair`` it rewrites the index: a retry is answered, not run again.
+    mutates = True
+
+    repair: bool = False
 
 
 class Shutdown(Request[ShutdownResult], tag="shutdown"):

@@ -557,6 +557,16 @@ class SearchIndex:
         hits = searcher.search(query, max(scan * 4, 1000), count=False).hits
         return {(addr.segment_ord, addr.doc) for _, addr in hits}
 
+    def ids(self) -> list[str]:
+        """The id of every document the index holds as last committed (its meta document left
+        out), once per document: ``check`` compares them with the store's."""
+        searcher = self._index.searcher()
+        if not searcher.num_docs:
+            return []
+        hits = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False).hits
+        found = [searcher.doc(address)["id"][0] for _score, address in hits]
+        return [doc_id for doc_id in found if doc_id != META_ID]
+
     def state(self) -> IndexState:
         docs = self._index.searcher().num_docs
         r = self._rebuild

@@ -1043,26 +1043,43 @@ class ProjectMemory:
             ),
         )
 
-    def check(self) -> p.CheckResult:
+    def check(self, *, repair: bool = False) -> p.CheckResult:
+        """The store's integrity, the audit chain, and the index holding the store's ids, each
+        once; with ``repair`` an index that differs is rebuilt from the store (it is derived)."""
         db = self.store.integrity()
         chain = self.journal.verify()
         audit = "ok" if chain.ok else f"broken: {chain.problem}"
         self.sync_index()
-        state = self.index.state()
-        active = self.store.counts()
-        total = (
-            active.candidate
-            + active.confirmed
-            + active.pinned
-            + active.archived
-            + self.store.finding_count()
-        )
-        index = (
-            "ok" if state.documents == total else f"{state.documents} documents for {total} entries"
-        )
+        found = problem = self._index_difference()
+        if found is not None and repair:
+            self.index.rebuild(self.store)
+            problem = self._index_difference()
+        index = problem or "ok"
+        if found is not None and repair:
+            done = "repaired" if problem is None else f"still {problem}"
+            index = f"{done}: rebuilt from the store (it had {found})"
         return p.CheckResult(
-            ok=db == "ok" and chain.ok and index == "ok", database=db, audit=audit, index=index
+            ok=db == "ok" and chain.ok and problem is None, database=db, audit=audit, index=index
         )
+
+    def _index_difference(self) -> str | None:
+        """How the index's documents differ from the store's entries and findings, or None."""
+        indexed = self.index.ids()
+        stored = {entry.id for entry in self.store.iter_all()}
+        stored.update(FINDING_PREFIX + finding.id for finding in self.store.iter_findings())
+        held = set(indexed)
+        problems = []
+        for what, ids in (
+            ("in the index only", held - stored),
+            ("in the store only", stored - held),
+        ):
+            if ids:
+                named = sorted(ids)
+                more = f" and {len(named) - 5} more" if len(named) > 5 else ""
+                problems.append(f"{len(named)} {what}: {', '.join(named[:5])}{more}")
+        if len(indexed) > len(held):
+            problems.append(f"{len(indexed) - len(held)} indexed twice")
+        return "; ".join(problems) or None
 
     def close(self) -> None:
         self.flush_accesses()

@@ -28,7 +28,10 @@ def register(c: Commands) -> None:
     p = c.add("audit", cmd_audit, protocol.AuditTail, help="show the audit log, a JSON line each")
     p.add_argument("-n", type=int, default=20)
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
-    c.add("check", cmd_check, protocol.Check)
+    p = c.add("check", cmd_check, protocol.Check)
+    p.add_argument(
+        "--repair", action="store_true", help="rebuild what is derived (the search index)"
+    )
     c.add("health", cmd_health, protocol.Health)
     p = c.add("ui", lazy("memctl.ui.command", "cmd_ui"), help="open the memory browser")
     p.add_argument("--port", type=int, default=0, help="listen on this port (default: a free one)")
@@ -119,7 +122,7 @@ def cmd_health(s: Session) -> None:
 
 
 def cmd_check(s: Session) -> None:
-    result = s.call(protocol.Check(), BULK_BUDGET_S)
+    result = s.call(protocol.Check(repair=s.args.repair), BULK_BUDGET_S)
     s.emit(result, render.checked)
     if not result.ok:
         raise Failed("check found problems")

@@ -85,7 +85,7 @@ def health(ctx: DaemonContext, req: p.Health) -> p.HealthResult:
 
 
 def check(ctx: DaemonContext, req: p.Check) -> p.CheckResult:
-    return ctx.registry.get(req.project).check()
+    return ctx.registry.get(req.project).check(repair=req.repair)
 
 
 def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
