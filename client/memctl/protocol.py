@@ -1360,7 +1360,7 @@ SESSION_LINE_CHARS = 2000  # of each transcript line's text
 
 
 class SessionShow(Request[SessionResult], tag="session"):
-    """Show a captured session (by id or unique prefix): its findings beside the transcript
+    """Show a captured session (by its full id): its findings beside the transcript
     lines they came from, each line read by the daemon, redacted and cut short."""
 
     session_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
