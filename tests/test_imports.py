@@ -161,67 +161,59 @@ def test_only_the_mcp_command_loads_the_mcp_sdk() -> None:
     assert not {m.split(".")[0] for m in loaded} & LOADED_WHEN_USED
 
 
-def test_hook_and_other_commands_run_without_the_mcp_sdk(tmp_path: Path) -> None:
-    """The commands run through ``memctl.launch`` as an agent runs them (no daemon here: the hook
-    prints nothing, the others exit 3) and load neither the SDK nor pydantic, nor tqdm."""
+def _launched(tmp_path: Path, argv: list[str], stdin: str, watched: set[str]) -> list[str]:
+    """Run memctl's entry point with ``argv`` as an agent runs it (no daemon here) and return
+    its exit code and the sorted ``watched`` packages it loaded (a name with a dot counts with
+    its submodules; one without, as a top-level package), as the last two printed words."""
     env = {**os.environ, "MEMORYD_SOCKET": str(tmp_path / "absent.sock")}
+    code = (
+        "import sys\n"
+        f"sys.argv = {['memctl', *argv]!r}\n"
+        "from memctl import launch\n"
+        "try:\n"
+        "    code = launch.main()\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        f"watched = {sorted(watched)!r}\n"
+        "loaded = {w for w in watched for m in sys.modules\n"
+        "          if m == w or m.startswith(w + '.') and '.' in w or m.split('.')[0] == w}\n"
+        "print(code, sorted(loaded))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return out.stdout.split()[-2:]
+
+
+def test_hook_and_other_commands_run_without_the_mcp_sdk(tmp_path: Path) -> None:
+    """The commands run through ``memctl.launch`` as an agent runs them (the hook prints
+    nothing, the others exit 3) and load neither the SDK nor pydantic, nor tqdm."""
     for argv, stdin, expected_code in (
         (["hook", "--agent", "claude"], '{"hook_event_name": "UserPromptSubmit"}', "0"),
         (["status"], "", "3"),
         (["bank", "list"], "", "3"),
     ):
-        code = (
-            "import sys\n"
-            f"sys.argv = {['memctl', *argv]!r}\n"
-            "from memctl import launch\n"
-            "code = launch.main()\n"
-            "top = {m.split('.')[0] for m in sys.modules}\n"
-            f"print(code, sorted(top & {set(LOADED_WHEN_USED)!r}))\n"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        )
-        assert out.stdout.split() == [expected_code, "[]"], (argv, out.stderr)
+        got = _launched(tmp_path, argv, stdin, set(LOADED_WHEN_USED))
+        assert got == [expected_code, "[]"], argv
 
 
-UI_STACK = {"starlette", "uvicorn", "anyio", "playwright"}
+UI_STACK = {"starlette", "uvicorn", "anyio", "playwright", "memctl.ui"}
 
 
 def test_the_hook_and_memctl_start_up_import_nothing_of_the_ui(tmp_path: Path) -> None:
     """``memctl ui``'s parser is built with every other, but the memory browser (memctl.ui) and
     its stack load only when it runs: not for the hook, not for any other command."""
-    env = {**os.environ, "MEMORYD_SOCKET": str(tmp_path / "absent.sock")}
     for argv, stdin, expected_code in (
         (["hook", "--agent", "claude"], '{"hook_event_name": "UserPromptSubmit"}', "0"),
         (["status"], "", "3"),
         (["ui", "--help"], "", "0"),
     ):
-        code = (
-            "import sys\n"
-            f"sys.argv = {['memctl', *argv]!r}\n"
-            "from memctl import launch\n"
-            "try:\n"
-            "    code = launch.main()\n"
-            "except SystemExit as exc:\n"
-            "    code = exc.code\n"
-            "loaded = {m for m in sys.modules if m == 'memctl.ui' or m.startswith('memctl.ui.')}\n"
-            f"loaded |= {{m.split('.')[0] for m in sys.modules}} & {UI_STACK!r}\n"
-            "print(code, sorted(loaded))\n"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        )
-        assert out.stdout.split()[-2:] == [expected_code, "[]"], (argv, out.stdout, out.stderr)
+        assert _launched(tmp_path, argv, stdin, UI_STACK) == [expected_code, "[]"], argv
 
 
 def _module_level_imports(path: Path) -> set[str]:
