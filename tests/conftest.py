@@ -256,3 +256,15 @@ def daemon(env: Env) -> Iterator[Daemon]:
     d = Daemon(env).start()
     yield d
     d.stop()
+
+
+@pytest.fixture
+def home(env: Env, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test's home, for installing into agents' settings: the variables that point an agent
+    elsewhere (CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME) unset."""
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    path = env.root / "home"
+    path.mkdir(exist_ok=True)
+    env.vars["HOME"] = str(path)
+    return path

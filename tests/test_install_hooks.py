@@ -38,16 +38,6 @@ def handler(agent: str, scope: str = "user") -> dict[str, object]:
     return {"type": "command", "command": run, "timeout": 3}
 
 
-@pytest.fixture
-def home(env: Env, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
-        monkeypatch.delenv(var, raising=False)
-    path = env.root / "home"
-    path.mkdir(exist_ok=True)
-    env.vars["HOME"] = str(path)
-    return path
-
-
 def folder(env: Env, home: Path, agent: str, scope: str) -> Path:
     return (env.project if scope == "project" else home) / f".{agent}"
 

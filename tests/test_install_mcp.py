@@ -18,16 +18,6 @@ AGENTS = ("claude", "codex", "gemini")
 SCOPES = ("user", "project")
 
 
-@pytest.fixture
-def home(env: Env, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
-        monkeypatch.delenv(var, raising=False)
-    path = env.root / "home"
-    path.mkdir(exist_ok=True)
-    env.vars["HOME"] = str(path)
-    return path
-
-
 def config(env: Env, home: Path, agent: str, scope: str) -> Path:
     base = env.project if scope == "project" else home
     return {
