@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from conftest import Daemon, Env, memctl, ok_json
+from conftest import Daemon, Env, memctl, ok_json, until
 
 SEVEN = [
     "projectBrief.md",
@@ -286,6 +286,53 @@ def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> No
     assert "archive/progress.md" in [f["name"] for f in ok_json(env, "bank", "list")["files"]]
     again = memctl(env, "bank", "optimise")
     assert again.code == 0 and "nothing to optimise" in again.stdout
+
+
+def _audited(env: Env, kind: str, *project: str) -> list[dict]:
+    out = memctl(env, *project, "audit", "-n", "200")
+    assert out.code == 0, out.stderr
+    events = [json.loads(line)["event"] for line in out.stdout.splitlines()]
+    return [e for e in events if e["type"] == kind]
+
+
+def test_a_bank_over_budget_is_optimised_on_the_schedule(env: Env, tmp_path: Path) -> None:
+    """Issue 9, bank size: the compaction job optimises every loaded bank above its budget as
+    ``bank optimise --apply`` would (the archive first), audited; a bank under it is left."""
+    small = tmp_path / "small"
+    (small / ".git").mkdir(parents=True)
+    other = ("--project", str(small))
+    daemon = Daemon(env, {"MEMORYD_JOBS__COMPACTION_S": "0.2"}).start()
+    try:
+        ok_json(env, *other, "bank", "init")  # loaded first: every tick looks at it too
+        untouched = _snapshot(small / "memory-bank")
+        ok_json(env, "bank", "init")
+        done = "".join(
+            f"- [x] Shipped work item {i} with a long enough description — 2026-0{1 + i % 9}-10\n"
+            for i in range(320)
+        )
+        progress = ok_json(env, "bank", "read", "progress.md")["content"]
+        progress = progress.replace("## Completed\n", "## Completed\n\n" + done, 1)
+        ok_json(env, "bank", "write", "progress.md", stdin=progress)
+
+        [event] = until(lambda: _audited(env, "bank_optimised"), "the scheduled optimiser")
+        assert event["trigger"] == "schedule" and event["budget"] == 5000
+        assert event["tokens_after"] <= 5000 < event["tokens_before"]
+        assert event["changed"] == ["memory-bank/progress.md"]
+        assert event["archived"] == ["memory-bank/archive/progress.md"]
+        assert ok_json(env, "bank", "activate")["bank_info"]["over_budget"] is False
+        ok_json(env, "bank", "sync")
+        kept = (_bank(env) / "progress.md").read_text()
+        archive = (_bank(env) / "archive" / "progress.md").read_text()
+        assert "Shipped work item 0 with" in archive
+        for i in range(320):  # every item is in exactly one of the two: nothing lost, none doubled
+            item = f"Shipped work item {i} with"
+            assert (item in kept) != (item in archive), i
+
+        assert _snapshot(small / "memory-bank") == untouched
+        assert not (small / "memory-bank" / "archive").exists()
+        assert _audited(env, "bank_optimised", *other) == []
+    finally:
+        daemon.stop()
 
 
 def test_projects_known_from_an_earlier_run(env: Env, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from memoryd.core.events import (
     AliasSet,
     ArchivePurged,
     BankFileSynced,
+    BankOptimised,
     CompactionApplied,
     ConflictDetected,
     ConflictResolved,
@@ -325,7 +326,17 @@ def test_bank_sync_records_nothing_in_memory(store) -> None:
         file="memory-bank/progress.md", applied=("update",), written=True, sha="x", synced_at=1.0
     )
     assert store.apply(event, 1) == []
-    assert store.applied_audit_seq() == 1 and store.change_seq() == 0
+    optimised = BankOptimised(
+        trigger="schedule",
+        budget=5000,
+        tokens_before=6000,
+        tokens_after=4900,
+        changed=("memory-bank/progress.md",),
+        archived=("memory-bank/archive/progress.md",),
+        optimised_at=2.0,
+    )
+    assert store.apply(optimised, 2) == []
+    assert store.applied_audit_seq() == 2 and store.change_seq() == 0
 
 
 # ---------------------------------------------------------------------- session memory

@@ -97,7 +97,7 @@ class JobsSettings(_Section):
         3600.0,
         gt=0,
         le=7 * 86400,
-        description="How often open projects are compacted: decay, TTL, eviction, purge (s).",
+        description="How often open projects are compacted and a bank over budget optimised (s).",
     )
 
 

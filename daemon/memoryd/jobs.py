@@ -34,7 +34,7 @@ class Jobs:
             "capture_idle": capture_idle_s,  # finalize sessions that went quiet
             "quarantine": quarantine_s,  # review candidates past their 24 h
             "bank_sync": bank_sync_s,  # write the bank cache's pending changes
-            "compaction": compaction_s,  # decay, TTL, eviction, purge (design §8)
+            "compaction": compaction_s,  # decay, TTL, eviction, purge (§8); bank budget (§10)
         }
         for job, seconds in self._intervals.items():
             self._scheduler.add_job(

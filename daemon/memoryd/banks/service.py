@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 
@@ -44,11 +44,11 @@ from memoryd.core.bank.apply import apply_items
 from memoryd.core.bank.lifecycle import lifecycle_items
 from memoryd.core.bank.modes import Access
 from memoryd.core.bank.ops import ApplyItems, check_size
-from memoryd.core.bank.optimise import optimise, optimise_ops
+from memoryd.core.bank.optimise import WARN_TOKENS, optimise, optimise_ops
 from memoryd.core.bank.router import route
 from memoryd.core.capture.findings import truncate
 from memoryd.core.errors import MemorydError
-from memoryd.core.events import BankFileSynced
+from memoryd.core.events import BankFileSynced, BankOptimised
 from memoryd.core.instructions import Segment
 from memoryd.core.redaction import redact
 from memoryd.instructions.loader import InstructionConfig, InstructionFiles
@@ -271,14 +271,56 @@ class BankService:
     ) -> p.BankOptimiseResult:
         if apply:
             self._check_writable(mode)
-        root = self._registry.get(cwd).root
-        texts, _refused = self.cache.contents(root)
-        plan = optimise(texts, datetime.fromtimestamp(self._clock()).date())
+        project = self._registry.get(cwd)
+        texts, _refused = self.cache.contents(project.root)
+        return self._optimise(project, texts, apply=apply, mode=mode, request=request)
+
+    def optimise_due(self) -> list[tuple[ProjectMemory, p.BankOptimiseResult]]:
+        """The optimiser on the schedule (design §10, Bank budget; the compaction job): the bank
+        of every loaded project above its budget gets what ``bank optimise --apply`` does, the
+        archive first. A bank under budget, or with nothing the rules may move, is left as it
+        is. Returns the banks optimised."""
+        done = []
+        for project in self._registry.opened():
+            texts, _refused = self.cache.contents(project.root)
+            if core_bank.bank_tokens(texts) <= WARN_TOKENS:
+                continue
+            result = self._optimise(project, texts, apply=True, mode=None, trigger="schedule")
+            if result.applied:
+                done.append((project, result))
+        return done
+
+    def _optimise(
+        self,
+        project: ProjectMemory,
+        texts: dict[str, str | None],
+        *,
+        apply: bool,
+        mode: str | None,
+        request: str = "",
+        trigger: Literal["request", "schedule"] = "request",
+    ) -> p.BankOptimiseResult:
+        now = self._clock()
+        plan = optimise(texts, datetime.fromtimestamp(now).date())
         if apply:
             self._check_writable(mode, [*plan.new_files, *plan.archived])
         ops = optimise_ops(texts, plan) if apply else []
         for name, op in ops:
-            self.cache.apply(root, name, op, request)
+            self.cache.apply(project.root, name, op, request)
+        if ops:
+            event = BankOptimised(
+                trigger=trigger,
+                budget=WARN_TOKENS,
+                tokens_before=plan.tokens_before,
+                tokens_after=plan.tokens_after,
+                changed=tuple(f"{BANK_DIRNAME}/{name}" for name in plan.new_files),
+                archived=tuple(f"{BANK_DIRNAME}/{name}" for name in plan.archived),
+                optimised_at=now,
+            )
+            try:
+                project.commit(event)
+            except (MemorydError, OSError) as exc:  # the change is journaled; its record failed
+                self.cache.report(f"memory bank optimised in {project.root}: not audited: {exc}")
         return p.BankOptimiseResult(
             tokens_before=plan.tokens_before,
             tokens_after=plan.tokens_after,

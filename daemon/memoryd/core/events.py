@@ -159,6 +159,21 @@ class BankFileSynced(msgspec.Struct, tag="bank_file_synced", frozen=True, kw_onl
     synced_at: float
 
 
+class BankOptimised(msgspec.Struct, tag="bank_optimised", frozen=True, kw_only=True):
+    """The memory bank was above its budget and the optimiser (design §10) moved list items out
+    of its volatile sections into ``memory-bank/archive/`` (the archive written first), by a
+    client's ``bank optimise --apply`` or on the schedule. Not memory: recorded with the numbers
+    that decided it, as every change the daemon makes to a user's files is."""
+
+    trigger: Literal["request", "schedule"]
+    budget: int  # the tokens above which the bank is optimised
+    tokens_before: int
+    tokens_after: int
+    changed: tuple[str, ...]  # memory-bank/<name>, the files items left
+    archived: tuple[str, ...]  # memory-bank/archive/<name>, where they went
+    optimised_at: float
+
+
 class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=True):
     """An entry's decayed importance fell a step (design §8) since the last compaction.
 
@@ -360,6 +375,7 @@ Event = (
     | SessionFinalized
     | QuarantineReviewed
     | BankFileSynced
+    | BankOptimised
     | EntryDecayed
     | EntryExpired
     | EntryEvicted

@@ -480,6 +480,7 @@ _LOCAL_ONLY = frozenset(
         "setting_changed",
         "findings_recorded",
         "bank_file_synced",
+        "bank_optimised",
         "entry_decayed",
     }
 )

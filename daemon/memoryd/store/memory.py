@@ -31,6 +31,7 @@ from memoryd.core.events import (
     AliasSet,
     ArchivePurged,
     BankFileSynced,
+    BankOptimised,
     CompactionApplied,
     CompactionEvent,
     ConflictDetected,
@@ -250,7 +251,7 @@ class MemoryStore:
                 # As SQLite keeps it: a boolean comes back as 0 or 1.
                 self._settings[key] = int(value) if isinstance(value, bool) else value
                 return []
-            case BankFileSynced():
+            case BankFileSynced() | BankOptimised():
                 return []  # the audit log is its record; the memory itself does not change
             case EntryDecayed() | EntryExpired() | EntryEvicted() | ArchivePurged():
                 return self._apply_decisions((event,))

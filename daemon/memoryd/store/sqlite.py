@@ -20,6 +20,7 @@ from memoryd.core.events import (
     AliasSet,
     ArchivePurged,
     BankFileSynced,
+    BankOptimised,
     CompactionApplied,
     CompactionEvent,
     ConflictDetected,
@@ -324,7 +325,7 @@ class SqliteStore:
             case SettingChanged(key=key, value=value):
                 conn.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (key, value))
                 return []
-            case BankFileSynced():
+            case BankFileSynced() | BankOptimised():
                 return []  # the audit log is its record; the memory itself does not change
             case ReviewAccepted() as accepted:
                 return self._accept(accepted)

@@ -111,8 +111,19 @@ def _quarantine(ctx: DaemonContext) -> None:
 
 
 def _compaction(ctx: DaemonContext) -> None:
+    """Memory that keeps itself healthy: every open project's entries are compacted (design
+    §8), and its memory bank, when above its budget, optimised (design §10)."""
     if ctx.compactor is not None:
         ctx.compactor.request_all()
+    if ctx.banks is not None:
+        for project, result in ctx.banks.optimise_due():
+            ctx.log.info(
+                "bank_optimised",
+                project=str(project.root),
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                archived=result.archived,
+            )
 
 
 JOBS: dict[str, Callable[[DaemonContext], None]] = {
