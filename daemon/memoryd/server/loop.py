@@ -148,6 +148,8 @@ class Server:
                     self._drain_router()
                 self._wake_parked()
                 more_work = self._idle_step()
+                if not more_work:  # before sleeping: the work just finished may answer one
+                    self._wake_parked()
         finally:
             signal.set_wakeup_fd(old_fd)
             for sig, handler in previous.items():
