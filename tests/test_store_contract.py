@@ -198,6 +198,9 @@ def test_change_log_dedups_in_first_change_order(store) -> None:
     assert ids == [_e(1).id, _e(2).id] and seq == store.change_seq() == 4
     assert store.changed_since(seq) == ([], seq)
     assert store.changed_since(seq + 5) == ([], seq + 5)  # a reader ahead is not moved back
+    # A reader may take the changes a few at a time, each time up to the last one it took.
+    assert store.changed_since(0, limit=2) == ([_e(1).id, _e(2).id], 2)
+    assert store.changed_since(2, limit=1) == ([_e(2).id], 3)
     store.prune_changes(2)
     assert store.changed_since(0) == ([_e(2).id, _e(1).id], 4)  # seqs 3 and 4 are kept
 

@@ -185,9 +185,10 @@ class Store(Protocol):
         goes backwards, pruning included."""
         ...
 
-    def changed_since(self, seq: int) -> tuple[list[str], int]:
+    def changed_since(self, seq: int, limit: int | None = None) -> tuple[list[str], int]:
         """Ids changed (added, updated or deleted) after ``seq``, each once in the order of
-        its first change, and the sequence they bring the reader to (at least ``seq``)."""
+        its first change, and the sequence they bring the reader to (at least ``seq``); with
+        ``limit``, only the first ``limit`` changes after ``seq`` (the rest come next time)."""
         ...
 
     def prune_changes(self, upto_seq: int) -> None:

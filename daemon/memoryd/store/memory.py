@@ -681,8 +681,8 @@ class MemoryStore:
     def change_seq(self) -> int:
         return self._changes[-1][0] if self._changes else 0
 
-    def changed_since(self, seq: int) -> tuple[list[str], int]:
-        newer = [(s, i) for s, i in self._changes if s > seq]
+    def changed_since(self, seq: int, limit: int | None = None) -> tuple[list[str], int]:
+        newer = [(s, i) for s, i in self._changes if s > seq][:limit]
         if not newer:
             return [], max(seq, self.change_seq())
         return list(dict.fromkeys(i for _, i in newer)), newer[-1][0]

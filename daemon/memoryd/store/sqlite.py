@@ -851,9 +851,10 @@ class SqliteStore:
     def change_seq(self) -> int:
         return int(self._scalar("SELECT coalesce(max(seq), 0) FROM changes"))
 
-    def changed_since(self, seq: int) -> tuple[list[str], int]:
+    def changed_since(self, seq: int, limit: int | None = None) -> tuple[list[str], int]:
         rows = self._conn.execute(
-            "SELECT entry_id, seq FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+            "SELECT entry_id, seq FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, -1 if limit is None else limit),
         ).fetchall()
         if not rows:
             return [], max(seq, self.change_seq())
