@@ -381,3 +381,24 @@ def test_early_termination_keeps_exactly_the_full_ranking(cands, k) -> None:
                 continue
         expected.append(ref)
     assert [s.candidate.ref for s in fast] == expected
+
+
+def test_background_commits_take_a_slice_each_and_publish_when_settled(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "memory.db")
+    index = SearchIndex(tmp_path / "index")
+    try:
+        index.sync(store)
+        entries = tuple(_entry(i, f"the queue worker {i} drains jobs") for i in range(5))
+        store.apply(EntriesImported(entries), 1)  # five changes, seq 1 to 5
+        assert index.commit_in_background(store, limit=3) is False  # the first three only
+        assert index.committing and index.applied_seq == 0
+        assert index.settle(wait=True) and not index.committing and index.applied_seq == 3
+        assert index.commit_in_background(store, limit=3) is True  # the other two
+        index.settle(wait=True)
+        assert index.applied_seq == store.change_seq() == 5
+        hits = index.retrieve({"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=9)
+        assert sorted(hits.ids([c.ref for c in hits.candidates])) == [e.id for e in entries]
+        assert index.commit_in_background(store, limit=3) is True and not index.committing
+    finally:
+        index.close()
+        store.close()

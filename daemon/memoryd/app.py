@@ -120,6 +120,10 @@ class Daemon:
         watcher = self._watcher(zctx, capture)
         jobs = self._jobs(zctx)
         compactor = Compactor(registry.opened)
+        # A run waiting on the index's background commit sleeps until the commit wakes it.
+        registry.on_open.append(
+            lambda project: project.on_index_committed(lambda: messages.post(zctx, messages.Wake()))
+        )
         registry.on_open.append(compactor.on_open)
         parts = Parts(
             zctx,

@@ -9,6 +9,14 @@ several writes share one commit.
 A rebuild at open goes a page per ``rebuild_step`` (the loop's idle work), so that the daemon
 answers meanwhile and ``status`` can report how far it is; whatever needs the index before it
 ends (a search, a sync) finishes it first.
+
+A commit costs ~100 ms whatever its size (tantivy fsyncs each file it writes; ``bench/
+compaction.py``), the reload after it up to ~150 ms while merges run, and tantivy releases the
+GIL while it waits. So background upkeep (compaction's batches, the index commit job) uses
+``commit_in_background``: the owner thread writes the documents, and the committer thread (one
+for every project, a ``memoryd.worker.Worker``) commits them and reloads the searcher, one
+commit at a time per index; the owner publishes it (``settle``) when it is done. Searching goes
+on meanwhile; ``sync`` waits for a running commit first.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import os
 import posixpath
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, assert_never
@@ -32,6 +41,7 @@ from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.errors import Unavailable
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
 from memoryd.store.base import FINDING_PREFIX, Store
+from memoryd.worker import Worker
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
@@ -206,6 +216,20 @@ class _Rebuild:
     next_finding: int = 0
 
 
+# One thread commits for every project's index, one commit at a time (a thread started per
+# commit waits to be scheduled, tens of ms on a busy machine).
+_COMMITTER = Worker("memoryd-index")
+
+
+@dataclass
+class _Commit:
+    """A commit running on the committer thread, and the store sequence it brings the index
+    to."""
+
+    seq: int
+    done: Future[None]
+
+
 LOW_SPACE_BYTES = 1 << 20
 
 
@@ -238,6 +262,9 @@ class SearchIndex:
         self._schema = _schema()
         self.rebuild_reason: str | None = None
         self._rebuild: _Rebuild | None = None
+        self._running: _Commit | None = None  # a commit in the background, until settled
+        # Called on the committer thread when a background commit ends (wakes the owner).
+        self.on_committed: Callable[[], None] = lambda: None
         self._open()
 
     def _open(self) -> None:
@@ -314,12 +341,69 @@ class SearchIndex:
         return self._writer
 
     def _commit(self, seq: int) -> None:
-        self._w.delete_documents_by_term("id", META_ID)
-        meta = tantivy.Document(id=META_ID, seq=seq, schema_version=SCHEMA_VERSION)
-        self._w.add_document(meta)
+        self._write_meta(seq)
         self._w.commit()
         self._index.reload()
         self.applied_seq = seq
+
+    def _write_meta(self, seq: int) -> None:
+        self._w.delete_documents_by_term("id", META_ID)
+        meta = tantivy.Document(id=META_ID, seq=seq, schema_version=SCHEMA_VERSION)
+        self._w.add_document(meta)
+
+    @property
+    def committing(self) -> bool:
+        """A commit was started in the background and is not settled yet."""
+        return self._running is not None
+
+    def settle(self, *, wait: bool) -> bool:
+        """Publish the background commit once it is done (waiting for it with ``wait``):
+        ``applied_seq`` moves. False while it is still running. A commit that failed raises
+        ``IndexWriteFailed`` here, as ``sync`` would, and leaves the index as last committed."""
+        running = self._running
+        if running is None:
+            return True
+        if not running.done.done() and not wait:
+            return False
+        self._running = None
+        try:
+            running.done.result()
+        except (ValueError, OSError) as exc:
+            raise self._failed(exc) from exc
+        self.applied_seq = running.seq  # the committer reloaded the searcher already
+        return True
+
+    def commit_in_background(self, store: Store, *, limit: int) -> bool:
+        """Write the documents of the first ``limit`` store changes the index has not seen and
+        start their commit on the committer thread; ``settle`` publishes it. Only while no
+        commit is running (``settle`` said so) and no rebuild is under way. Returns whether
+        that took every change the store holds (nothing to commit is every change too); an
+        index that must be rebuilt begins a rebuild instead, which its steps carry on."""
+        assert self._running is None and self._rebuild is None, "one writer's work at a time"
+        store_seq = store.change_seq()
+        if self.applied_seq == store_seq:
+            return True
+        try:
+            if self.applied_seq < 0 or self.applied_seq > store_seq:
+                self._rebuild_from(store, stepwise=True)
+                return False
+            ids, seq = store.changed_since(self.applied_seq, limit)
+            self._write(store, ids)
+            self._write_meta(seq)
+        except (ValueError, OSError) as exc:
+            raise self._failed(exc) from exc
+        writer = self._w  # taken here: the committer thread must not take a fresh one
+        done = _COMMITTER.submit(lambda: self._commit_and_reload(writer))
+        self._running = _Commit(seq, done)
+        done.add_done_callback(lambda _done: self.on_committed())
+        return seq >= store_seq
+
+    def _commit_and_reload(self, writer: tantivy.IndexWriter) -> None:
+        """On the committer thread: tantivy's commit and the searcher's reload, the GIL
+        released while they wait (on fsyncs; on the segments a reload opens, up to ~150 ms
+        while merges run). The owner thread does not touch the writer until it is settled."""
+        writer.commit()
+        self._index.reload()
 
     def open_synced(self, store: Store) -> None:
         """Catch up with the store at start-up; an index that cannot is rebuilt from scratch, a
@@ -341,12 +425,17 @@ class SearchIndex:
         ``IndexWriteFailed`` with the cause, and leaves the index as last committed, still
         searchable; the next ``sync`` takes a fresh writer and applies the same changes again,
         so the index heals by itself once the cause is gone."""
+        self.settle(wait=True)
         try:
             return self._sync(store, stepwise)
         except (ValueError, OSError) as exc:
-            self._drop_writer()
-            cause = _cause(self.directory, exc)
-            raise IndexWriteFailed(f"the search index cannot be written: {cause}") from exc
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: BaseException) -> IndexWriteFailed:
+        """A write that failed: the writer goes, and the error says why."""
+        self._drop_writer()
+        cause = _cause(self.directory, exc)
+        return IndexWriteFailed(f"the search index cannot be written: {cause}")
 
     def _drop_writer(self) -> None:
         """Let a failed writer go (and its lock on the directory) with what it had not
@@ -374,6 +463,12 @@ class SearchIndex:
         if len(ids) > REBUILD_ABOVE:
             # Past this, deleting and re-adding one by one is slower than starting over.
             return self._rebuild_from(store, stepwise)
+        self._write(store, ids)
+        self._commit(seq)
+        return len(ids)
+
+    def _write(self, store: Store, ids: Sequence[str]) -> None:
+        """Replace the documents of ``ids`` by what the store holds now (none: deleted)."""
         entry_ids, finding_ids = split_ids(ids)
         entries = store.get_many(entry_ids)
         findings = store.get_findings(finding_ids) if finding_ids else {}
@@ -384,8 +479,6 @@ class SearchIndex:
                 self._w.add_document(self._document(entries[doc_id]))
             elif (f := findings.get(doc_id[len(FINDING_PREFIX) :])) is not None:
                 self._w.add_document(self._finding_document(f, f.id in promoted))
-        self._commit(seq)
-        return len(ids)
 
     def _rebuild_from(self, store: Store, stepwise: bool) -> int:
         if stepwise:
@@ -401,6 +494,7 @@ class SearchIndex:
     def begin_rebuild(self, store: Store) -> None:
         """Start a rebuild that ``rebuild_step`` carries on. Until it is committed, searches
         would see the index as it was: ``sync`` and ``retrieve`` finish it first."""
+        self.settle(wait=True)  # the writer is a running commit's until it ends
         self._w.delete_all_documents()
         c = store.counts()
         total = c.candidate + c.confirmed + c.pinned + c.archived + store.finding_count()
@@ -574,6 +668,9 @@ class SearchIndex:
         return IndexState(self.applied_seq, max(0, docs - 1), self.rebuild_reason, rebuilding)
 
     def close(self) -> None:
+        if self._running is not None:
+            self._running.done.exception()  # waits: the writer is the commit's until it ends
+            self._running = None
         # A rebuild still under way is done again at the next open rather than held up here.
         self._abandon_rebuild()
         # Dropping the writer releases tantivy's directory lock for the next open.

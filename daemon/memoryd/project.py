@@ -1,8 +1,8 @@
 """One project's memory: the service layer over its journal, store and index.
 
 Every change goes the same way: the pure core plans an event, the journal makes it durable, the
-store applies it in one transaction, and the index learns of it before the next search. Only the
-owner thread calls into this class.
+store applies it in one transaction, and the index learns of it before the next search that
+needs it (``INDEX_MAY_LAG``). Only the owner thread calls into this class.
 """
 
 from __future__ import annotations
@@ -73,6 +73,15 @@ from memoryd.store.base import FINDING_PREFIX, SessionRecord, Store, StoreCorrup
 from memoryd.store.sqlite import SqliteStore
 
 ID_PREFIX_MIN = 4
+# Events a search can do without the index knowing of yet: an entry compaction archived (or
+# purged) is still in the active part of the index until the next commit, and ``Recall`` drops
+# it, reading every hit from the store; ``search --archive`` waits for the index. An access
+# count only nudges scores. Compaction's batches and the index commit job commit these in the
+# background (``commit_index_in_background``) instead of holding the owner thread ~100 ms a
+# commit; any other change makes the next search wait for the index (read-your-writes).
+INDEX_MAY_LAG = frozenset({"compaction_applied", "entries_accessed"})
+INDEX_SLICE = 500  # store changes a background index commit takes at most
+PRUNE_EVERY = 5_000  # index changes published between two prunes of the store's change log
 
 
 class ImportLine(msgspec.Struct, kw_only=True):
@@ -132,9 +141,16 @@ class ProjectMemory:
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
         self.index.open_synced(self.store)
-        self._index_dirty = False
+        # What the index has not published yet, counted in commits (of events) since open.
+        self._changes = 0
+        self._exact = 0  # the last commit of an event outside INDEX_MAY_LAG
+        self._indexed = 0  # the commits the published index holds
+        # A commit running in the background: the commits it holds (None: only some) and how
+        # many of ``_unindexed`` it holds.
+        self._indexing: tuple[int | None, int] | None = None
+        self._pruned = 0  # the change log is pruned up to here
         self._aliases: dict[str, tuple[str, ...]] | None = None
-        self._unindexed: list[str] = []  # entries added since the index last committed
+        self._unindexed: list[str] = []  # entries added since the index last published
         self._index_failure: str | None = None  # why the index cannot be written, if it cannot
         self._accesses: dict[str, tuple[int, float]] = {}
         self.accesses_since_compaction = 0  # entries injected since the last run began
@@ -185,7 +201,8 @@ class ProjectMemory:
         except Exception as exc:
             raise Unavailable(f"the database still refuses journaled changes ({exc})") from exc
         self._behind = False
-        self._index_dirty = True
+        self._changes += 1
+        self._exact = self._changes
         self._share_lines = None  # changed outside commit: read whole again when next asked
         self.share_revision += 1
 
@@ -224,7 +241,9 @@ class ProjectMemory:
                 f"the change is journaled (audit seq {seq}) but the database refused it ({exc}); "
                 "it will be applied as soon as the database accepts writes again"
             ) from exc
-        self._index_dirty = True
+        self._changes += 1
+        if event.__struct_config__.tag not in INDEX_MAY_LAG:
+            self._exact = self._changes
         if core_share.touches_shared(event.__struct_config__.tag):
             self.share_revision += 1
             self._share_dirty.update(i for i in ids if not i.startswith(FINDING_PREFIX))
@@ -270,7 +289,8 @@ class ProjectMemory:
         ids = dict.fromkeys([*hits.ids([c.ref for c in hits.candidates]), *self._unindexed])
         ids.pop(entry.id, None)
         self._unindexed.append(entry.id)
-        others = list(self.store.get_many(list(ids)).values())
+        # The index may not have published an archive yet (INDEX_MAY_LAG).
+        others = [e for e in self.store.get_many(list(ids)).values() if not e.archived]
         for other_id in conflicts.detect(entry, others):
             self.commit(ConflictDetected(other_id, entry.id, "contradictory", now))
 
@@ -722,9 +742,15 @@ class ProjectMemory:
         config: retrieval.RetrievalConfig,
         scan: int,
     ) -> Hits:
-        """Retrieval candidates for weighted terms, read after every change so far (the index
-        catches up first: read-your-writes)."""
-        self.sync_index()
+        """Retrieval candidates for weighted terms, read after every change so far that the
+        scope cannot do without (read-your-writes): for the active entries, all but those of
+        ``INDEX_MAY_LAG`` (the caller drops a hit the store holds as archived); for the
+        archive, every one. A rebuild under way is finished first (``SearchIndex.retrieve``)."""
+        wanted = self._changes if scope == "archived" else self._exact
+        if wanted > self._indexed:
+            self._settle_index(wait=True)  # the commit running may be the one that holds it
+            if wanted > self._indexed:
+                self.sync_index()
         return self.index.retrieve(
             terms, scope=scope, active_files=active_files, config=config, scan=scan
         )
@@ -977,35 +1003,109 @@ class ProjectMemory:
     # ------------------------------------------------------------------ upkeep
 
     def sync_index(self, *, finish_rebuild: bool = True) -> None:
-        """Bring the index up to the store. A rebuild under way is finished first, unless
-        ``finish_rebuild`` is False (upkeep: the timed commit, compaction, closing), which
-        leaves it to its steps: it catches up with every change when it ends. One that cannot
-        be written (disk full, no permission) keeps serving what it last committed: the cause
-        is reported once, and every later sync (a search, the ``index_commit`` job) tries
+        """Bring the index up to the store now, waiting for a commit running in the background.
+        A rebuild under way is finished first, unless ``finish_rebuild`` is False (closing),
+        which leaves it to its steps: it catches up with every change when it ends. One that
+        cannot be written (disk full, no permission) keeps serving what it last committed: the
+        cause is reported once, and every later sync (a search, the ``index_commit`` job) tries
         again, so the index catches up by itself once the cause is gone; the store is the
         truth, nothing is lost meanwhile."""
-        if self.index.rebuilding:
-            if not finish_rebuild:
-                return
-            self._index_dirty = True  # it stands for the store as it began: catch up after
-        if not self._index_dirty:
+        if self.index.rebuilding and not finish_rebuild:
             return
+        if not (self.index.rebuilding or self.index.committing or self._changes > self._indexed):
+            return
+        changes = self._changes
+        self._indexing = None
         try:
             self.index.sync(self.store)
         except IndexWriteFailed as exc:
-            if self._index_failure != str(exc):
-                self._index_failure = str(exc)
-                self._errors.record(
-                    f"{self.slug}: {exc}; searches read the index as last written until it "
-                    "can be written again (it catches up by itself)"
-                )
+            self._index_failed(exc)
             return
+        self._index_written()
+        self._indexed = changes
+        self._unindexed.clear()
+        self._prune_changes()
+
+    def commit_index_in_background(self) -> None:
+        """Hand what the index lacks to a commit on the committer thread (``INDEX_SLICE``
+        changes at most, one commit at a time), publishing the last one first if it is done;
+        never waits on the disk. Compaction's batches and the index commit job keep the index
+        up to date so; a search that cannot do without a change waits (``search_candidates``).
+        Not while a rebuild goes on: it catches up with every change when it ends."""
+        if self.index.rebuilding or not self._settle_index(wait=False):
+            return
+        if self._changes == self._indexed:
+            return
+        changes, unindexed = self._changes, len(self._unindexed)
+        try:
+            took_all = self.index.commit_in_background(self.store, limit=INDEX_SLICE)
+        except IndexWriteFailed as exc:
+            self._index_failed(exc)
+            return
+        if self.index.committing:
+            self._indexing = (changes, unindexed) if took_all else (None, 0)
+        elif took_all:  # nothing was left to write
+            self._indexed = changes
+            del self._unindexed[:unindexed]
+        # else a rebuild began (the index went missing): its steps, then a sync, catch up
+
+    def _settle_index(self, *, wait: bool) -> bool:
+        """Publish the background commit once done; False while it still runs. One that
+        failed is reported (``sync_index``) and its changes are written again later."""
+        indexing, self._indexing = self._indexing, None
+        if indexing is None:
+            return True
+        try:
+            if not self.index.settle(wait=wait):
+                self._indexing = indexing
+                return False
+        except IndexWriteFailed as exc:
+            self._index_failed(exc)
+            return True
+        self._index_written()
+        holds, unindexed = indexing
+        if holds is not None:
+            self._indexed = max(self._indexed, holds)
+        del self._unindexed[:unindexed]
+        if self.index.applied_seq - self._pruned >= PRUNE_EVERY:  # a transaction (an fsync)
+            self._prune_changes()
+        return True
+
+    def _prune_changes(self) -> None:
+        self.store.prune_changes(self.index.applied_seq)
+        self._pruned = self.index.applied_seq
+
+    def _index_failed(self, exc: IndexWriteFailed) -> None:
+        if self._index_failure != str(exc):
+            self._index_failure = str(exc)
+            self._errors.record(
+                f"{self.slug}: {exc}; searches read the index as last written until it "
+                "can be written again (it catches up by itself)"
+            )
+
+    def _index_written(self) -> None:
         if self._index_failure is not None:
             self._index_failure = None
             self._errors.record(f"{self.slug}: the search index is written again", "warning")
-        self._unindexed.clear()
-        self.store.prune_changes(self.index.applied_seq)
-        self._index_dirty = False
+
+    def index_backlog(self) -> int:
+        """Store changes the index has not published."""
+        return self.store.change_seq() - self.index.applied_seq
+
+    @property
+    def index_committing(self) -> bool:
+        """A commit runs in the background (``commit_index_in_background``)."""
+        return self.index.committing
+
+    def on_index_committed(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (on the committer thread) whenever a background commit ends."""
+        self.index.on_committed = wake
+
+    @property
+    def index_lags(self) -> bool:
+        """The index has not published every change (only ``INDEX_MAY_LAG`` ones, unless a
+        search is about to wait for it)."""
+        return self._changes > self._indexed
 
     @property
     def index_rebuilding(self) -> bool:

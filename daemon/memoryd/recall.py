@@ -83,18 +83,25 @@ class Recall:
         hits = project.search_candidates(
             terms, scope=scope, active_files=files, config=config, scan=scan
         )
+        # An index that has not published compaction's last archives yet still holds them as
+        # active: a few more hits make up for those dropped below.
+        wanted = limit + (limit if project.index_lags else 0)
         ranked = retrieval.rank(
             query,
             hits.candidates,
             now=self._clock(),
             config=config,
             reranker=self.reranker,
-            top_k=max(top_k, limit),
-            limit=limit,
+            top_k=max(top_k, wanted),
+            limit=wanted,
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
         found = project.lookup(ids)
-        return [(found[i], s.score) for i, s in zip(ids, ranked, strict=True) if i in found]
+        archive = scope == "archived"
+        # What the store holds decides: a hit gone, or archived since the index learned of it,
+        # is left out.
+        kept = [(found[i], s.score) for i, s in zip(ids, ranked, strict=True) if i in found]
+        return [(e, score) for e, score in kept if _in_scope(e, archive)][:limit]
 
     def _timed(self, started: float) -> None:
         change = self.slo.record((time.perf_counter() - started) * 1000)
@@ -220,6 +227,10 @@ class Recall:
                         missing.remove(entry_id)
                 marker = conflicts.marker(shown[a], shown[b])
                 items["retrieval"].append(Item(kind="conflict", text=marker))
+
+
+def _in_scope(item: p.Entry | SessionFinding, archive: bool) -> bool:
+    return not isinstance(item, p.Entry) or item.archived == archive
 
 
 def clears_floor(entry: p.Entry, wanted: Sequence[str], floor: int) -> bool:

@@ -66,11 +66,12 @@ def tick(ctx: DaemonContext, message: messages.Tick) -> None:
 
 
 def _index_commit(ctx: DaemonContext) -> None:
-    """Also flushes access counts and capture cursors."""
+    """Commits in the background what the index lacks (a search that needs it waits for it
+    itself); also flushes access counts and capture cursors."""
     for project in ctx.registry.opened():
         project.catch_up()
         project.flush_accesses()
-        project.sync_index(finish_rebuild=False)
+        project.commit_index_in_background()
     if ctx.capture is not None:
         ctx.capture.save_cursors()
     if ctx.share is not None:
