@@ -6,8 +6,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from conftest import Env, memctl, ok_json, until
+from memctl import protocol as p
+from memoryd.background import BackgroundErrors
+from memoryd.config import StorageSettings
+from memoryd.core.compaction import DEFAULT_POLICY, CompactionPlan, plan_compaction
+from memoryd.core.recall.retrieval import RetrievalConfig
+from memoryd.core.recall.slo import SloMonitor
+from memoryd.project import ProjectMemory
+from memoryd.recall import Recall
 
 DAY = 86_400.0
 
@@ -84,6 +96,100 @@ def test_backdated_entries_expire_by_ttl_unless_used_or_pinned(env: Env, daemon)
     assert ok_json(env, "status")["project"]["last_compacted_at"] >= now
     again = ok_json(env, "compact")
     assert (again["expired"], again["active"], again["archived"]) == (0, 4, 2)
+
+
+def test_a_run_waiting_on_the_index_is_woken_by_its_commit(env: Env) -> None:
+    """A run waits for the index's commits in the background (at its end: the archive is
+    searchable when ``compact`` answers); each commit wakes the loop. With no other message to
+    wake it (the index commit job never ticks here, the client does not retry), ``compact``
+    would otherwise be answered at its deadline, unfinished (fails so without the wake)."""
+    from conftest import Daemon
+
+    daemon = Daemon(env, {"MEMORYD_JOBS__INDEX_COMMIT_S": "3600"}).start()
+    try:
+        now = time.time()
+        _import(
+            env,
+            [
+                {"content": f"wired the lexer stage {i}", "category": "task_progress",
+                 "created_at": now - 200 * DAY}
+                for i in range(20)
+            ],
+        )  # fmt: skip
+        # A budget past the daemon's own deadline for compact: no retry of the client's wakes
+        # the loop either.
+        result = ok_json(env, "--timeout", "60", "compact")
+        assert result["done"] and result["expired"] == 20, result
+        found = ok_json(env, "search", "lexer stage", "--archive", "-k", "30")["results"]
+        assert len(found) == 20
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture
+def planned(tmp_path: Path) -> Iterator[tuple[ProjectMemory, Recall, CompactionPlan, str]]:
+    """In process: a project whose five task_progress entries a run 200 days on expires, the
+    plan of that run (not applied), and the id of an entry it keeps."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    project = ProjectMemory(root, tmp_path / "data", StorageSettings(), BackgroundErrors())
+    try:
+        for i in range(5):
+            project.remember(
+                p.Remember(content=f"wired the parser lexer stage {i}", category="task_progress")
+            )
+        kept = project.remember(
+            p.Remember(content="the parser reads the lexer table", category="preference")
+        ).id
+        recall = Recall(RetrievalConfig(), SloMonitor())
+        assert len(recall.search(project, p.Search(query="parser lexer", k=10))) == 6
+        plan = plan_compaction(project.entries_after("", 100), time.time() + 200 * DAY)
+        assert len(plan.expired) == 5
+        yield project, recall, plan, kept
+    finally:
+        project.close()
+
+
+def _apply(project: ProjectMemory, plan: CompactionPlan) -> list[str]:
+    ran_at = plan.expired[0].archived_at
+    applied = project.apply_compaction(
+        plan.expired, ran_at=ran_at, completed=True, policy=DEFAULT_POLICY
+    )
+    return [d.id for d in applied]
+
+
+def test_an_archive_the_index_has_not_learned_of_is_never_served(planned) -> None:
+    """Read-your-writes while the index lags (``project.INDEX_MAY_LAG``): compaction's batches
+    reach the index by commits in the background, so for a moment the index holds an archived
+    entry as active. In process, to hold that moment still (at the daemon it lasts a commit)."""
+    project, recall, plan, kept = planned
+    stale = _apply(project, plan)
+    assert len(stale) == 5 and project.index_lags  # the index was told nothing...
+    hits = project.search_candidates(
+        {"parser": 1.0, "lexer": 1.0},
+        scope="active",
+        active_files=(),
+        config=RetrievalConfig(),
+        scan=20,
+    )
+    assert set(stale) <= set(hits.ids([c.ref for c in hits.candidates]))  # ...holds them active
+    # Nothing archived comes out of a search or a payload.
+    search = p.Search(query="parser lexer", k=10)
+    assert [r.id for r in recall.search(project, search)] == [kept]
+    injected = recall.inject(project, p.Inject(query="parser lexer stage")).entries
+    assert kept in injected and not set(stale) & set(injected)
+    # The archive cannot make up for what the index lacks: it waits for the index.
+    archived = recall.search(project, p.Search(query="parser lexer", k=10, archive=True))
+    assert sorted(r.id for r in archived) == sorted(stale) and not project.index_lags
+
+
+def test_an_entry_injected_while_the_run_plans_is_not_archived(planned) -> None:
+    project, _recall, plan, _kept = planned
+    used = plan.expired[2].id
+    project.record_access([used], time.time())  # as an inject does: held, not flushed yet
+    applied = _apply(project, plan)
+    assert len(applied) == 4 and used not in applied
+    assert not project.entries([used])[used].archived
 
 
 def test_past_the_soft_limit_active_memory_is_evicted_to_the_target(env: Env, daemon) -> None:

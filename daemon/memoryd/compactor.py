@@ -2,8 +2,11 @@
 
 The core (``memoryd.core.compaction``) decides; this service feeds it a keyset page of entries
 per step and applies its plan a batch per step, each batch one event (``CompactionApplied``) in
-one transaction. The loop takes one step per turn between messages (``Server`` ``idle_work``),
-so a run over 300,000 entries never holds the owner thread for long (``bench/compaction.py``).
+one transaction, as many decisions as fit in ``APPLY_BUDGET_S`` (the cost of the last batch
+tells). The loop takes one step per turn between messages (``Server`` ``idle_work``), so a run
+over 300,000 entries never holds the owner thread for long (``bench/compaction.py``). The index
+learns of each batch through a commit in the background (``commit_index_in_background``):
+meanwhile searches drop what the store holds as archived, and ``search --archive`` waits.
 
 A run is started when a project opens, after every ``every_accesses`` injected entries, by the
 scheduler's ``compaction`` tick, and by ``memctl compact``. Requests are served between two
@@ -14,22 +17,35 @@ steps, so each decision is checked against the entry as it is when applied
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from itertools import chain
 
 from memctl import protocol as p
 from memoryd.core.compaction import (
     DEFAULT_POLICY,
-    SLICE_SIZE,
     CompactionPlan,
     CompactionPolicy,
     compaction_steps,
 )
-from memoryd.core.events import CompactionEvent
+from memoryd.core.events import (
+    ArchivePurged,
+    CompactionEvent,
+    EntryDecayed,
+    EntryEvicted,
+    EntryExpired,
+)
 from memoryd.project import ProjectMemory
 
-APPLY_BATCH = 500  # decisions per event and transaction: see bench/compaction.py
+# Decisions per event and transaction: the first batch's, then as many as the last batch says
+# fit in the budget (its fsyncs, ~10-20 ms, are most of it), within the bounds.
+APPLY_BATCH = 200
+APPLY_BUDGET_S = 0.020
+MIN_BATCH, MAX_BATCH = 50, 1_000
+PAGE_SIZE = 1_000  # entries read and planned per step (at 2,000: p95 ~30 ms at 300,000)
+# Store changes the index may lag behind a run before the run waits for its commits: what a
+# search of the archive (which waits for the index) may have to commit itself.
+INDEX_BACKLOG = 2_000
 EVERY_ACCESSES = 50  # design §8: a run after this many entries were injected
 MAX_WAITING = 64  # client requests waiting for a run
 
@@ -45,12 +61,13 @@ class CompactionRun:
         policy: CompactionPolicy,
         *,
         dry_run: bool,
-        slice_size: int = SLICE_SIZE,
+        slice_size: int = PAGE_SIZE,
         batch_size: int = APPLY_BATCH,
     ) -> None:
         self.project = project
         self.dry_run = dry_run
         self.result: p.CompactResult | None = None
+        self.waiting = False  # on a commit of the index: nothing to do until it ends
         self._clock = clock
         self._policy = policy
         self._slice_size = slice_size
@@ -61,9 +78,10 @@ class CompactionRun:
         return self.result is not None
 
     def step(self) -> bool:
-        """Take one step; True once the run is done."""
+        """Take one step; True once the run is done. ``waiting`` says whether the next one has
+        work to do before the index's commit in the background ends."""
         if self.result is None:
-            next(self._steps, None)
+            self.waiting = next(self._steps, False)
         return self.result is not None
 
     def _pages(self) -> Iterator[p.Entry]:
@@ -72,7 +90,18 @@ class CompactionRun:
             yield from page
             after = page[-1].id
 
-    def _run(self) -> Iterator[None]:
+    def _index_keeps_up(self, backlog: int) -> Iterator[bool]:
+        """Wait while the index lags more than ``backlog`` store changes behind, each step
+        starting its next commit once the last one ended (True: the loop may sleep until a
+        commit wakes it)."""
+        project = self.project
+        while project.index_backlog() > backlog:
+            project.commit_index_in_background()
+            if not project.index_committing:
+                return
+            yield True
+
+    def _run(self) -> Iterator[bool]:
         project = self.project
         now = self._clock()  # when it starts, not when it was asked for
         project.accesses_since_compaction = 0
@@ -83,7 +112,7 @@ class CompactionRun:
             self._pages(), now, self._policy, since=since, slice_size=self._slice_size
         ):
             if plan is None:
-                yield
+                yield False
         assert plan is not None
         if self.dry_run:
             c = plan.counts
@@ -97,31 +126,50 @@ class CompactionRun:
                 dry_run=True,
             )
             return
-        decisions: list[CompactionEvent] = list(
+        # Each decision is let go once applied: freed all at once, a run's 400,000 would hold
+        # the owner thread ~80 ms at its end.
+        decisions: deque[CompactionEvent] = deque(
             chain(plan.expired, plan.evicted, plan.purged, plan.decayed)
         )
-        applied: list[CompactionEvent] = []
-        for start in range(0, len(decisions), self._batch_size):
-            yield
-            batch = decisions[start : start + self._batch_size]
-            last = start + self._batch_size >= len(decisions)
-            applied += project.apply_compaction(
-                batch, ran_at=now, completed=last, policy=self._policy
+        plan = None
+        applied: Counter[type[CompactionEvent]] = Counter()
+        size = self._batch_size
+        while decisions:
+            yield from self._index_keeps_up(INDEX_BACKLOG)
+            yield False
+            batch = [decisions.popleft() for _ in range(min(size, len(decisions)))]
+            began = time.perf_counter()
+            kept = project.apply_compaction(
+                batch, ran_at=now, completed=not decisions, policy=self._policy
             )
-            # The index learns of each batch in a step of its own: left to the next search,
-            # a whole run's archives would hold the owner thread for seconds at 300,000.
-            yield
-            project.sync_index(finish_rebuild=False)
+            size = next_batch_size(size, time.perf_counter() - began)
+            applied.update(type(d) for d in kept)
+            # The index learns of each batch in a step of its own, committed in the background:
+            # left to the next search, a whole run's archives would hold the owner thread for
+            # seconds at 300,000, and a commit takes ~100 ms however small.
+            yield False
+            project.commit_index_in_background()
+        # Answered once the index holds what the run archived: a search of the archive then
+        # finds it without committing the run's last batches itself.
+        yield from self._index_keeps_up(0)
         project.compacted_at = now
+        yield False  # counting the entries reads them all
         counts = project.entry_counts()
         self.result = p.CompactResult(
-            decayed=sum(d.__struct_config__.tag == "entry_decayed" for d in applied),
-            expired=sum(d.__struct_config__.tag == "entry_expired" for d in applied),
-            evicted=sum(d.__struct_config__.tag == "entry_evicted" for d in applied),
-            purged=sum(d.__struct_config__.tag == "archive_purged" for d in applied),
+            decayed=applied[EntryDecayed],
+            expired=applied[EntryExpired],
+            evicted=applied[EntryEvicted],
+            purged=applied[ArchivePurged],
             active=counts.candidate + counts.confirmed + counts.pinned,
             archived=counts.archived,
         )
+
+
+def next_batch_size(size: int, took_s: float) -> int:
+    """The batch that should take ``APPLY_BUDGET_S`` if the last one, of ``size`` decisions,
+    took ``took_s``: at most twice or half the last, within the bounds."""
+    wanted = size * APPLY_BUDGET_S / max(took_s, 1e-6)
+    return int(min(MAX_BATCH, 2 * size, max(MIN_BATCH, size // 2, wanted)))
 
 
 class Compactor:
@@ -198,4 +246,5 @@ class Compactor:
             )
         elif run.step():
             self._runs.popleft()
-        return bool(self._runs)
+        # A run waiting on the index's commit is woken by it (``on_index_committed``).
+        return bool(self._runs) and not self._runs[0].waiting

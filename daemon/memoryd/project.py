@@ -622,9 +622,12 @@ class ProjectMemory:
         policy: CompactionPolicy,
     ) -> list[CompactionEvent]:
         """Apply the decisions that still hold for the entries as they are now, as one event
-        in one transaction; returns those applied."""
-        self.flush_accesses()
-        current = self.store.get_many([d.id for d in decisions])
+        in one transaction; returns those applied. An entry injected since the run read it was
+        used now: its decision is dropped (the next run decides again), read from the accesses
+        held in memory rather than flushed, which would cost a journal line and a transaction
+        of their own each batch."""
+        used = self._accesses.keys()
+        current = self.store.get_many([d.id for d in decisions if d.id not in used])
         kept = tuple(d for d in decisions if still_holds(d, current.get(d.id), ran_at, policy))
         if kept or completed:
             self.commit(CompactionApplied(ran_at=ran_at, decisions=kept, completed=completed))

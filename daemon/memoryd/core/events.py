@@ -174,7 +174,7 @@ class BankOptimised(msgspec.Struct, tag="bank_optimised", frozen=True, kw_only=T
     optimised_at: float
 
 
-class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=True):
+class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=True, gc=False):
     """An entry's decayed importance fell a step (design §8) since the last compaction.
 
     For the audit log only: decayed importance is derived from the stored ``importance`` (the
@@ -190,7 +190,7 @@ class EntryDecayed(msgspec.Struct, tag="entry_decayed", frozen=True, kw_only=Tru
     decayed_at: float
 
 
-class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=True):
+class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=True, gc=False):
     """Unused longer than its category's TTL and accessed fewer times than the threshold:
     archived as ``stale`` (design §8), never deleted."""
 
@@ -202,7 +202,7 @@ class EntryExpired(msgspec.Struct, tag="entry_expired", frozen=True, kw_only=Tru
     archived_at: float
 
 
-class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=True):
+class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=True, gc=False):
     """Active memory passed the soft limit and this entry ranked below the ones kept: archived
     as ``evicted`` (design §8), never deleted."""
 
@@ -215,7 +215,7 @@ class EntryEvicted(msgspec.Struct, tag="entry_evicted", frozen=True, kw_only=Tru
     archived_at: float
 
 
-class ArchivePurged(msgspec.Struct, tag="archive_purged", frozen=True, kw_only=True):
+class ArchivePurged(msgspec.Struct, tag="archive_purged", frozen=True, kw_only=True, gc=False):
     """An archived entry older than ``archive_days`` was deleted for good (design §8)."""
 
     id: str
@@ -226,7 +226,9 @@ class ArchivePurged(msgspec.Struct, tag="archive_purged", frozen=True, kw_only=T
     purged_at: float
 
 
-# What compaction decides (core/compaction.py), one event per decision.
+# What compaction decides (core/compaction.py), one event per decision. Scalars only, so never
+# in a reference cycle: ``gc=False`` lets the cyclic GC skip a run's 400,000 of them (and the
+# tuples holding them) instead of walking them at every full collection (~30 ms at 300,000).
 CompactionEvent = EntryDecayed | EntryExpired | EntryEvicted | ArchivePurged
 
 
