@@ -246,7 +246,8 @@ class ProjectMemory:
             self._exact = self._changes
         if core_share.touches_shared(event.__struct_config__.tag):
             self.share_revision += 1
-            self._share_dirty.update(i for i in ids if not i.startswith(FINDING_PREFIX))
+            if self._share_lines is not None:  # else the lines are built whole when first asked
+                self._share_dirty.update(i for i in ids if not i.startswith(FINDING_PREFIX))
         if self.journal.needs_trim:
             checkpoint = self.store.backup(self.dir / "memory.db.bak")
             self.journal.trim(checkpoint)
