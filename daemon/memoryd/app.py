@@ -121,9 +121,7 @@ class Daemon:
         jobs = self._jobs(zctx)
         compactor = Compactor(registry.opened)
         # A run waiting on the index's background commit sleeps until the commit wakes it.
-        registry.on_open.append(
-            lambda project: project.on_index_committed(lambda: messages.post(zctx, messages.Wake()))
-        )
+        registry.on_open.append(lambda project: project.on_index_committed(_waker(zctx)))
         registry.on_open.append(compactor.on_open)
         parts = Parts(
             zctx,
@@ -438,6 +436,16 @@ def _slo_monitor(settings: config.SloSettings) -> SloMonitor:
         recover_below_ms=settings.recover_below_ms,
         min_samples=settings.min_samples,
     )
+
+
+def _waker(zctx: zmq.Context[Any]) -> Callable[[], None]:
+    """Wake the owner thread from the index's committer thread."""
+
+    def wake() -> None:
+        with contextlib.suppress(zmq.ZMQError):  # the daemon is stopping: nobody to wake
+            messages.post(zctx, messages.Wake())
+
+    return wake
 
 
 def _idle_work(
