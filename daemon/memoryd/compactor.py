@@ -107,13 +107,17 @@ class CompactionRun:
         project.accesses_since_compaction = 0
         project.flush_accesses()  # the access counts the plan reads are current
         since = project.last_compacted_at()
-        plan: CompactionPlan | None = None
-        for plan in compaction_steps(
+        planning = compaction_steps(
             self._pages(), now, self._policy, since=since, slice_size=self._slice_size
-        ):
-            if plan is None:
-                yield False
-        assert plan is not None
+        )
+        plan: CompactionPlan | None = None
+        while plan is None:  # a slice a step, the plan last
+            plan = next(planning)
+            yield False
+        # The planner goes in a step of its own (~20 ms at 300,000 entries), not resumed to
+        # its end in the step that made the plan.
+        del planning
+        yield False
         if self.dry_run:
             c = plan.counts
             self.result = p.CompactResult(
@@ -132,6 +136,7 @@ class CompactionRun:
             chain(plan.expired, plan.evicted, plan.purged, plan.decayed)
         )
         plan = None
+        yield False
         applied: Counter[type[CompactionEvent]] = Counter()
         size = self._batch_size
         while decisions:
