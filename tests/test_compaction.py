@@ -289,6 +289,8 @@ def test_sigkill_during_compaction_loses_nothing_and_half_applies_nothing(env: E
             until(first_batch_journaled, "the first compaction batch journaled", 60)
         daemon.kill()  # SIGKILL, mid-run
     finally:
+        # Its daemon is gone: the client would only wait out its 30 s budget.
+        compact.kill()
         compact.wait(timeout=60)
     archived_at_kill, completed = _journaled_archives(_journal(env, slug))
     assert completed and not completed[-1], "the kill should land before the run's last batch"
