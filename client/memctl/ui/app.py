@@ -16,7 +16,7 @@ import functools
 import hmac
 import importlib.resources
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -246,6 +246,31 @@ def _field(body: dict[str, Any], name: str, kind: type = str) -> Any:
     return value
 
 
+# What a POST's action asks of the daemon, from its body and target id.
+Action = Callable[[dict[str, Any], str], "p.Request[Any]"]
+
+
+def _reason(body: dict[str, Any]) -> str:
+    reason = body.get("reason") or ""
+    if not isinstance(reason, str):
+        raise ApiError(400, "bad_request", "reason must be text")
+    return reason
+
+
+ENTRY_ACTIONS: dict[str, Action] = {
+    "pin": lambda body, target: p.Pin(target=target),
+    "unpin": lambda body, target: p.Unpin(target=target),
+    "archive": lambda body, target: p.Archive(targets=[target]),
+    "unarchive": lambda body, target: p.Unarchive(target=target),
+    "supersede": lambda body, target: p.Supersede(target=target, content=_field(body, "content")),
+}
+REVIEW_ACTIONS: dict[str, Action] = {
+    "accept": lambda body, target: p.ReviewAccept(ids=[target]),
+    "reject": lambda body, target: p.ReviewReject(ids=[target], reason=_reason(body)),
+    "edit": lambda body, target: p.ReviewEdit(target=target, content=_field(body, "content")),
+}
+
+
 def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
     static = importlib.resources.files("memctl.ui") / "static"
     index = (static / "index.html").read_text(encoding="utf-8").replace("{{TOKEN}}", token)
@@ -336,52 +361,26 @@ def build_app(backend: Backend, *, token: str, port: int) -> ASGIApp:
     async def entry(request: Request) -> Response:
         return await run(lambda: backend.call(p.Show(target=_text(request, "id"))))
 
-    async def entry_action(request: Request) -> Response:
+    async def act(request: Request, actions: Mapping[str, Action]) -> Response:
+        """A state-changing POST: ``{"action", "id", ...}`` → the request its action makes."""
         try:
             body = await _body(request)
             action, target = _field(body, "action"), _field(body, "id")
         except ApiError as exc:
             return _failed(exc)
+        make = actions.get(action)
+        if make is None:
+            return _failed(ApiError(400, "bad_request", f"unknown action {action[:40]!r}"))
+        return await run(lambda: backend.call(make(body, target)))
 
-        def go() -> Any:
-            if action == "pin":
-                return backend.call(p.Pin(target=target))
-            if action == "unpin":
-                return backend.call(p.Unpin(target=target))
-            if action == "archive":
-                return backend.call(p.Archive(targets=[target]))
-            if action == "unarchive":
-                return backend.call(p.Unarchive(target=target))
-            if action == "supersede":
-                return backend.call(p.Supersede(target=target, content=_field(body, "content")))
-            raise ApiError(400, "bad_request", f"unknown action {action[:40]!r}")
-
-        return await run(go)
+    async def entry_action(request: Request) -> Response:
+        return await act(request, ENTRY_ACTIONS)
 
     async def review(request: Request) -> Response:
         return await run(lambda: backend.call(p.Review(limit=REVIEW_LIMIT)))
 
     async def review_action(request: Request) -> Response:
-        try:
-            body = await _body(request)
-            action, target = _field(body, "action"), _field(body, "id")
-        except ApiError as exc:
-            return _failed(exc)
-
-        def go() -> Any:
-            if action == "accept":
-                return backend.call(p.ReviewAccept(ids=[target]))
-            if action == "reject":
-                reason = body.get("reason") or ""
-                if not isinstance(reason, str):
-                    raise ApiError(400, "bad_request", "reason must be text")
-                return backend.call(p.ReviewReject(ids=[target], reason=reason))
-            if action == "edit":
-                content = _field(body, "content")
-                return backend.call(p.ReviewEdit(target=target, content=content))
-            raise ApiError(400, "bad_request", f"unknown action {action[:40]!r}")
-
-        return await run(go)
+        return await act(request, REVIEW_ACTIONS)
 
     async def inject(request: Request) -> Response:
         def go() -> Any:
