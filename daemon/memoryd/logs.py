@@ -45,12 +45,19 @@ def _formatter(renderer: Any) -> logging.Formatter:
 def _redacted(
     _logger: Any, _method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    """No secret reaches a log line: a message, a field or a traceback (an exception's text
-    can quote the input that caused it) is redacted like everything memory keeps."""
+    """No secret reaches a log line: a field or a traceback (an exception's text can quote the
+    input that caused it) is redacted like everything memory keeps. The keys our code fills
+    from its own vocabulary are passed over: every request logs a line, and redaction costs
+    ~13 µs a string however short."""
     for key, value in event.items():
-        if isinstance(value, str):
+        if isinstance(value, str) and key not in _OWN_KEYS:
             event[key] = redact(value).text
     return event
+
+
+# The event's name (a constant at every call), its level and time, a request's op (a protocol
+# tag) and outcome (ok or an error code).
+_OWN_KEYS = frozenset({"event", "level", "timestamp", "op", "outcome"})
 
 
 def _say(text: str) -> None:
