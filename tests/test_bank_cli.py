@@ -254,8 +254,8 @@ def test_save_memory_preview_then_yes(env: Env, daemon) -> None:
     assert "Deploys go through CI only" in ok_json(env, "files", "show")["text"]
 
 
-def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> None:
-    ok_json(env, "bank", "init")
+def _fill_completed(env: Env) -> None:
+    """320 completed items in progress.md: a bank well above its 5,000-token budget."""
     done = "".join(
         f"- [x] Shipped work item {i} with a long enough description — 2026-0{1 + i % 9}-10\n"
         for i in range(320)
@@ -263,6 +263,22 @@ def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> No
     progress = ok_json(env, "bank", "read", "progress.md")["content"]
     progress = progress.replace("## Completed\n", "## Completed\n\n" + done, 1)
     ok_json(env, "bank", "write", "progress.md", stdin=progress)
+
+
+def _assert_each_item_kept_or_archived(env: Env) -> str:
+    """Every item is in exactly one of progress.md and its archive: nothing lost, none
+    doubled. Returns the archive's text."""
+    kept = (_bank(env) / "progress.md").read_text()
+    archive = (_bank(env) / "archive" / "progress.md").read_text()
+    for i in range(320):
+        item = f"Shipped work item {i} with"
+        assert (item in kept) != (item in archive), i
+    return archive
+
+
+def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> None:
+    ok_json(env, "bank", "init")
+    _fill_completed(env)
     assert ok_json(env, "bank", "activate")["bank_info"]["over_budget"] is True
 
     preview = ok_json(env, "bank", "optimise")
@@ -277,11 +293,7 @@ def test_optimise_previews_then_archives_completed_items(env: Env, daemon) -> No
     assert applied["applied"] is True and applied["tokens_after"] == preview["tokens_after"]
     assert ok_json(env, "bank", "activate")["bank_info"]["over_budget"] is False
     ok_json(env, "bank", "sync")
-    kept = (_bank(env) / "progress.md").read_text()
-    archive = (_bank(env) / "archive" / "progress.md").read_text()
-    for i in range(320):  # every item is in exactly one of the two: nothing lost, none doubled
-        item = f"Shipped work item {i} with"
-        assert (item in kept) != (item in archive), i
+    archive = _assert_each_item_kept_or_archived(env)
     assert archive.startswith("# Archive of progress.md")
     assert "archive/progress.md" in [f["name"] for f in ok_json(env, "bank", "list")["files"]]
     again = memctl(env, "bank", "optimise")
@@ -306,13 +318,7 @@ def test_a_bank_over_budget_is_optimised_on_the_schedule(env: Env, tmp_path: Pat
         ok_json(env, *other, "bank", "init")  # loaded first: every tick looks at it too
         untouched = _snapshot(small / "memory-bank")
         ok_json(env, "bank", "init")
-        done = "".join(
-            f"- [x] Shipped work item {i} with a long enough description — 2026-0{1 + i % 9}-10\n"
-            for i in range(320)
-        )
-        progress = ok_json(env, "bank", "read", "progress.md")["content"]
-        progress = progress.replace("## Completed\n", "## Completed\n\n" + done, 1)
-        ok_json(env, "bank", "write", "progress.md", stdin=progress)
+        _fill_completed(env)
 
         [event] = until(lambda: _audited(env, "bank_optimised"), "the scheduled optimiser")
         assert event["trigger"] == "schedule" and event["budget"] == 5000
@@ -321,12 +327,8 @@ def test_a_bank_over_budget_is_optimised_on_the_schedule(env: Env, tmp_path: Pat
         assert event["archived"] == ["memory-bank/archive/progress.md"]
         assert ok_json(env, "bank", "activate")["bank_info"]["over_budget"] is False
         ok_json(env, "bank", "sync")
-        kept = (_bank(env) / "progress.md").read_text()
-        archive = (_bank(env) / "archive" / "progress.md").read_text()
+        archive = _assert_each_item_kept_or_archived(env)
         assert "Shipped work item 0 with" in archive
-        for i in range(320):  # every item is in exactly one of the two: nothing lost, none doubled
-            item = f"Shipped work item {i} with"
-            assert (item in kept) != (item in archive), i
 
         assert _snapshot(small / "memory-bank") == untouched
         assert not (small / "memory-bank" / "archive").exists()
