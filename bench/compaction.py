@@ -24,7 +24,7 @@ the run left (what the next search of the archive, or the index commit job, does
 Reported: the run's time, its steps, the longest steps (the longest the owner thread is held by
 the run), the index steps, the catch-up, and inject p95 before and during the run.
 
-    /work/venv-compaction/bin/python bench/compaction.py [--sizes 3000,30000,300000]
+    .venv/bin/python bench/compaction.py [--sizes 3000,30000,300000]
         [--repeats 5] [--slice-size 2000] [--apply]
 """
 
