@@ -200,7 +200,13 @@ def test_project_resolution_from_subdirectory(env: Env, daemon) -> None:
 
 def test_check_reports_ok(env: Env, daemon) -> None:
     ok_json(env, "remember", "CI runs on GitHub Actions")
-    assert ok_json(env, "check") == {"ok": True, "database": "ok", "audit": "ok", "index": "ok"}
+    assert ok_json(env, "check") == {
+        "ok": True,
+        "database": "ok",
+        "audit": "ok",
+        "index": "ok",
+        "bank": "ok",
+    }
 
 
 def test_usage_errors_exit_2(env: Env) -> None:

@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+import tantivy
 
 from conftest import BIN, Daemon, Env, assert_same_ranking, memctl, ok_json, until
+from memoryd import index as search_index
 
 
 def test_socket_and_directory_are_private(env: Env, daemon: Daemon) -> None:
@@ -367,36 +369,76 @@ def test_service_install_and_uninstall(env: Env) -> None:
     assert run("uninstall-service").returncode == 0 and not unit.exists()
 
 
-def test_check_finds_an_index_id_the_store_lacks_and_repair_rebuilds_it(
+def _copy_entry(db: sqlite3.Connection, source: str, new_id: str) -> None:
+    """A row the index never saw (no change recorded for it): ``source`` under another id."""
+    columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
+    picked = ", ".join("?" if c in ("id", "fingerprint") else c for c in columns)
+    db.execute(
+        f"INSERT INTO entries ({', '.join(columns)}) SELECT {picked} FROM entries WHERE id = ?",
+        (*[new_id for c in columns if c in ("id", "fingerprint")], source),
+    )
+
+
+CHECK_OK = {"ok": True, "database": "ok", "audit": "ok", "index": "ok", "bank": "ok"}
+
+
+def test_index_that_differs_from_the_store_is_repaired_by_a_restart_or_check_repair(
     env: Env, daemon: Daemon
 ) -> None:
-    """Acceptance 4 (issue 10): after a kill the index can keep an id SQLite no longer has;
-    ``check`` compares the ids both ways and names it, ``check --repair`` rebuilds the index."""
+    """Acceptance 4 (issue 10): after a kill the index can keep an id SQLite no longer has, or
+    lack one it has. At open the daemon compares them (the ids, or their numbers in a large
+    index) and rebuilds the index when they differ, saying so: a restart alone makes ``check``
+    ok. A difference made while it runs, ``check`` names both ways and ``check --repair``
+    rebuilds. Before, the id SQLite lost stayed in the index across restarts."""
     kept = ok_json(env, "remember", "Deploys go through the staging cluster first")["id"]
     lost = ok_json(env, "remember", "Releases are tagged from the main branch")["id"]
     daemon.stop()
-    unseen = "e" * 32  # and a row the index never saw (no change recorded for it)
-    with sqlite3.connect(_project_dir(env) / "memory.db") as db:
+    unseen = "e" * 32
+    with sqlite3.connect(_project_dir(env) / "memory.db") as db:  # as many ids, not the same
         assert db.execute("DELETE FROM entries WHERE id = ?", (lost,)).rowcount == 1
-        columns = [row[1] for row in db.execute("PRAGMA table_info(entries)")]
-        picked = ", ".join("?" if c in ("id", "fingerprint") else c for c in columns)
-        db.execute(
-            f"INSERT INTO entries ({', '.join(columns)}) SELECT {picked} FROM entries WHERE id = ?",
-            (*[unseen for c in columns if c in ("id", "fingerprint")], kept),
-        )
+        _copy_entry(db, kept, unseen)
     again = Daemon(env).start()
     try:
+        status = memctl(env, "--json", "status")
+        assert status.code == 0, status
+        reason = json.loads(status.stdout)["project"]["index"]["rebuilt_at_open"]
+        assert reason == f"index and store differed (1 in the index only: {lost}; " + (
+            f"1 in the store only: {unseen})"
+        )
+        assert "the search index differed from the store" in status.stderr
+        assert ok_json(env, "check") == CHECK_OK
+        found_ids = {r["id"] for r in ok_json(env, "search", "staging cluster")["results"]}
+        assert found_ids == {kept, unseen}
+
+        with sqlite3.connect(_project_dir(env) / "memory.db") as db:  # behind the daemon's back
+            assert db.execute("DELETE FROM entries WHERE id = ?", (unseen,)).rowcount == 1
         found = memctl(env, "--json", "check")
         assert found.code == 1, found
         report = json.loads(found.stdout)
         assert report["ok"] is False and report["database"] == "ok" and report["audit"] == "ok"
-        assert report["index"] == f"1 in the index only: {lost}; 1 in the store only: {unseen}"
+        assert report["index"] == f"1 in the index only: {unseen}"
         repaired = memctl(env, "--json", "check", "--repair")
         assert repaired.code == 0, repaired
         index = json.loads(repaired.stdout)["index"]
-        assert index.startswith("repaired: rebuilt from the store") and lost in index
-        assert ok_json(env, "check") == {"ok": True, "database": "ok", "audit": "ok", "index": "ok"}
-        found_ids = {r["id"] for r in ok_json(env, "search", "staging cluster")["results"]}
-        assert found_ids == {kept, unseen}
+        assert index.startswith("repaired: rebuilt from the store") and unseen in index
+        assert ok_json(env, "check") == CHECK_OK
     finally:
         again.stop()
+
+    # A document the index holds twice (written to the index directly, as a commit that died
+    # half-way could leave it): the numbers differ, and the restart rebuilds.
+    index = tantivy.Index.open(str(_project_dir(env) / "index"))
+    index.register_tokenizer(search_index.ANALYZER, search_index._analyzer())
+    writer = index.writer(15_000_000, 1)
+    writer.add_document(tantivy.Document(id=kept, kind="entry"))
+    writer.commit()
+    writer.wait_merging_threads()
+    del writer, index
+    third = Daemon(env).start()
+    try:
+        reason = ok_json(env, "status")["project"]["index"]["rebuilt_at_open"]
+        assert reason == "index and store differed (2 documents for 1 entries and findings)"
+        assert ok_json(env, "check") == CHECK_OK
+        assert [r["id"] for r in ok_json(env, "search", "staging cluster")["results"]] == [kept]
+    finally:
+        third.stop()

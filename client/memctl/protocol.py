@@ -418,6 +418,7 @@ class CheckResult(msgspec.Struct, kw_only=True):
     database: str
     audit: str
     index: str
+    bank: str = "ok"  # the bank journal against the bank cache
 
 
 class ShutdownResult(msgspec.Struct, kw_only=True):
@@ -922,8 +923,10 @@ class AuditTail(Request[AuditResult], tag="audit_tail"):
 
 
 class Check(Request[CheckResult], tag="check"):
-    """Verify the project's database integrity, audit hash chain and search index (the same ids
-    as the store). With --repair, an index that differs is rebuilt from the store."""
+    """Verify the project's database integrity, audit hash chain, search index (the same ids
+    as the store) and bank journal (what a restart would apply again is exactly what is not on
+    disk yet). With --repair, an index that differs is rebuilt from the store and a bank journal
+    that differs written anew from the daemon's bank cache."""
 
     # With ``repair`` it rewrites the index: a retry is answered, not run again.
     mutates = True

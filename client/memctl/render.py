@@ -266,7 +266,7 @@ def shared(r: p.ShareResult) -> str:
 
 
 def checked(r: p.CheckResult) -> str:
-    return f"database: {r.database}\naudit: {r.audit}\nindex: {r.index}"
+    return f"database: {r.database}\naudit: {r.audit}\nindex: {r.index}\nbank journal: {r.bank}"
 
 
 def injected(r: p.InjectResult) -> str:

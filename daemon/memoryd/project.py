@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -73,6 +74,9 @@ from memoryd.store.base import FINDING_PREFIX, SessionRecord, Store, StoreCorrup
 from memoryd.store.sqlite import SqliteStore
 
 ID_PREFIX_MIN = 4
+# At open the index's ids are compared with the store's up to this many documents (~15 ms);
+# above it only their numbers (memctl check compares the ids at any size).
+OPEN_ID_CHECK_MAX = 2_000
 # Events a search can do without the index knowing of yet: an entry compaction archived (or
 # purged) is still in the active part of the index until the next commit, and ``Recall`` drops
 # it, reading every hit from the store; ``search --archive`` waits for the index. An access
@@ -141,6 +145,7 @@ class ProjectMemory:
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
         self.index.open_synced(self.store)
+        self._reconcile_index()
         # What the index has not published yet, counted in commits (of events) since open.
         self._changes = 0
         self._exact = 0  # the last commit of an event outside INDEX_MAY_LAG
@@ -222,6 +227,33 @@ class ProjectMemory:
             self.store.apply(event, seq)
             count += 1
         return count
+
+    def _reconcile_index(self) -> None:
+        """At open, once the index has caught up: one that holds other documents than the
+        store (a kill can leave an id SQLite no longer has) is rebuilt from the store, a page
+        per loop turn, and the difference reported. The counts are compared always (cheap);
+        the ids too while the index is small enough to read whole in a few ms (``check``
+        compares them at any size)."""
+        if self.index.rebuilding:
+            return
+        c = self.store.counts()
+        stored = c.candidate + c.confirmed + c.pinned + c.archived + self.store.finding_count()
+        documents = self.index.state().documents
+        if documents != stored:
+            problem: str | None = f"{documents} documents for {stored} entries and findings"
+        elif documents <= OPEN_ID_CHECK_MAX:
+            problem = self._index_difference()
+        else:
+            problem = None
+        if problem is None:
+            return
+        self.index.rebuild_reason = f"index and store differed ({problem})"
+        self.index.begin_rebuild(self.store)
+        self._errors.record(
+            f"{self.slug}: the search index differed from the store ({problem}); "
+            "it is rebuilt from the store",
+            "warning",
+        )
 
     # ------------------------------------------------------------------ writing
 
@@ -1182,7 +1214,8 @@ class ProjectMemory:
                 more = f" and {len(named) - 5} more" if len(named) > 5 else ""
                 problems.append(f"{len(named)} {what}: {', '.join(named[:5])}{more}")
         if len(indexed) > len(held):
-            problems.append(f"{len(indexed) - len(held)} indexed twice")
+            twice = sorted(i for i, n in Counter(indexed).items() if n > 1)
+            problems.append(f"{len(twice)} indexed twice: {', '.join(twice[:5])}")
         return "; ".join(problems) or None
 
     def close(self) -> None:

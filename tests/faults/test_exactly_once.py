@@ -3,9 +3,10 @@ its first attempt, and may reach a daemon that restarted in between."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
-from conftest import Daemon, Env, ok_json
+from conftest import Daemon, Env, memctl, ok_json
 from memctl import protocol
 from memctl.transport import Client
 
@@ -58,3 +59,43 @@ def test_a_bank_change_retried_after_a_restart_is_applied_once(env: Env) -> None
     assert decision_log.read_text().count("Retries carry their first request id") == 1
     assert "second" in (env.project / "memory-bank" / "notes.md").read_text()
     assert sum("Retries carry their first request id" in e["content"] for e in entries) == 1
+
+
+def test_check_compares_the_bank_journal_with_the_cache_and_repair_rewrites_it(
+    env: Env,
+) -> None:
+    """Acceptance 4 (issue 10): a change the bank journal still holds as pending though it is
+    on disk (its ``flushed`` line lost, as a full disk can do) would be applied a second time
+    at the next start. ``check`` finds it, ``check --repair`` writes the journal anew from the
+    cache, and the restart then leaves the decision once."""
+    daemon = Daemon(env).start()
+    journal = env.data / "bank-journal.jsonl"
+    try:
+        ok_json(env, "bank", "init")
+        _send(env, protocol.BankUpdate(project=str(env.project), name="decisionLog.md",
+                                       content=DECISION))  # fmt: skip
+        op_line = next(line for line in journal.read_bytes().splitlines() if b'"op"' in line)
+        assert ok_json(env, "check")["bank"] == "ok"  # pending, journaled: as it should be
+        ok_json(env, "bank", "sync")
+        assert b'"flushed"' in journal.read_bytes().splitlines()[-1]
+        assert ok_json(env, "check")["bank"] == "ok"
+        with open(journal, "ab") as fh:  # the change journaled again after its write
+            fh.write(op_line + b"\n")
+        found = memctl(env, "--json", "check")
+        assert found.code == 1, found
+        assert json.loads(found.stdout)["bank"] == (
+            "decisionLog.md: 1 change(s) journaled as pending that are done "
+            "(a restart would apply them again)"
+        )
+        repaired = ok_json(env, "check", "--repair")
+        assert repaired["ok"] is True and repaired["bank"].startswith("repaired: written anew")
+        assert ok_json(env, "check")["bank"] == "ok"
+    finally:
+        assert daemon.stop() == 0
+    daemon = Daemon(env).start()
+    try:
+        ok_json(env, "bank", "sync")
+    finally:
+        daemon.stop()
+    decision_log = env.project / "memory-bank" / "decisionLog.md"
+    assert decision_log.read_text().count("Retries carry their first request id") == 1

@@ -30,7 +30,9 @@ def register(c: Commands) -> None:
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     p = c.add("check", cmd_check, protocol.Check)
     p.add_argument(
-        "--repair", action="store_true", help="rebuild what is derived (the search index)"
+        "--repair",
+        action="store_true",
+        help="rebuild what is derived: the search index, the bank journal from the bank cache",
     )
     c.add("health", cmd_health, protocol.Health)
     p = c.add("ui", lazy("memctl.ui.command", "cmd_ui"), help="open the memory browser")

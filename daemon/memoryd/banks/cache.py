@@ -493,6 +493,45 @@ class BankCache:
             self._settle(cached, file, marker.upto, {f.seq: f.reason for f in marker.failed})
         self._journal.compact(self._unsettled())
 
+    def check_journal(self, root: Path, *, repair: bool = False) -> str:
+        """Whether the bank journal on disk agrees with the cache about ``root``'s bank: every
+        line readable, and the changes a restart would apply again exactly those not on disk
+        yet (one more would be applied twice, one fewer lost). ``repair`` writes a journal that
+        differs anew from the cache (the request ids to remember, what is pending, the writes
+        in flight). Returns "ok", the problem, or what the repair did."""
+        problem = self._journal_difference(root)
+        if problem is None or not repair:
+            return problem or "ok"
+        self._journal.compact(self._unsettled(), force=True)
+        still = self._journal_difference(root)
+        done = "repaired" if still is None else f"still {still}"
+        return f"{done}: written anew from the cache (it had {problem})"
+
+    def _journal_difference(self, root: Path) -> str | None:
+        journaled = self._journal.on_disk()
+        cached = self._banks.get(bank_key(root))
+        files = cached.files if cached is not None else {}
+        names = {n for r, n in journaled.files if r == str(root)} | {
+            n for n, f in files.items() if f.pending
+        }
+        problems = []
+        if journaled.unreadable:
+            problems.append(f"{journaled.unreadable} unreadable line(s)")
+        for name in sorted(names):
+            disk = self._disk_hash(cached, name) if cached is not None else None
+            on_disk = journaled.files.get((str(root), name))
+            live = files.get(name)
+            restart = _left_after(on_disk.ops, on_disk.flushing, disk) if on_disk else set()
+            now = _left_after(live.pending, live.flushing, disk) if live else set()
+            if extra := restart - now:
+                problems.append(
+                    f"{name}: {len(extra)} change(s) journaled as pending that are done "
+                    "(a restart would apply them again)"
+                )
+            if missing := now - restart:
+                problems.append(f"{name}: {len(missing)} pending change(s) not journaled")
+        return "; ".join(problems) or None
+
     @staticmethod
     def _disk_hash(cached: CachedBank, name: str) -> str | None:
         try:
@@ -547,6 +586,13 @@ class BankCache:
         # (a marker holds no quote, so the JSON stays JSON).
         text = msgspec.json.format(msgspec.json.encode(state), indent=2).decode()
         write_atomic(self._dump_path, redact(text).text.encode())
+
+
+def _left_after(ops: Iterable[OpRecord], flushing: Flushing | None, disk: str | None) -> set[int]:
+    """The operations a restart applies again: all, but those a write in flight already put on
+    disk (the file has the hash its marker names), as ``BankCache._recover`` decides."""
+    written = flushing is not None and disk == flushing.hash
+    return {r.seq for r in ops if not (written and flushing is not None and r.seq <= flushing.upto)}
 
 
 def _modified(file: CachedFile) -> float:

@@ -128,6 +128,21 @@ class BankJournal:
             self._rewrite(records)  # appends start on a clean line again
         return _recover(records, len(bad))
 
+    def on_disk(self) -> Recovered:
+        """What the journal file holds now, as a restart would recover it (``check``); reads
+        only, sets nothing aside."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return Recovered({}, 0, 0)
+        records, bad = [], 0
+        for line in data.splitlines():
+            try:
+                records.append(_decode(line))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                bad += 1
+        return _recover(records, bad)
+
     def append(self, record: Record) -> None:
         """Journal ``record`` durably (written and fsynced before returning). On failure (disk
         full) the journal is cut back to where it was, so a change the client is told failed
@@ -162,12 +177,14 @@ class BankJournal:
     def next_seq(self) -> int:
         return self.last_seq + 1
 
-    def compact(self, keep: Iterable[Record]) -> None:
+    def compact(self, keep: Iterable[Record], *, force: bool = False) -> None:
         """Replace the journal by the request ids to remember and ``keep`` (the pending
-        operations and the ``flushing`` lines still in flight); nothing to keep empties it."""
+        operations and the ``flushing`` lines still in flight); nothing to keep empties it.
+        ``force``: even when short (``check --repair`` writing it anew from the cache)."""
         kept: list[Record] = [Seen(request=r, name=n) for r, n in self._requests]
         kept.extend(keep)
-        if (kept and self.count <= COMPACT_ABOVE) or (not kept and self.count == 0):
+        small = (kept and self.count <= COMPACT_ABOVE) or (not kept and self.count == 0)
+        if small and not force:
             return
         self._rewrite(kept)  # a new file: if this fails, the old one is still whole and open
         os.close(self._fd)

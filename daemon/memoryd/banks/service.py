@@ -417,6 +417,10 @@ class BankService:
                 self.cache.report(f"memory bank {synced.name} in {synced.root}: not audited: {exc}")
         self.cache.dump()
 
+    def check_journal(self, root: Path, *, repair: bool) -> str:
+        """The bank journal against the cache for ``root``'s bank (``BankCache.check_journal``)."""
+        return self.cache.check_journal(root, repair=repair)
+
     def sync_now(self, request_id: str, cwd: str | None) -> Path:
         """Hand this project's pending changes to the writer now, once per request however
         often a parked request is run again; the project root, to wait on with

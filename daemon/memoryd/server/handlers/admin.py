@@ -85,7 +85,12 @@ def health(ctx: DaemonContext, req: p.Health) -> p.HealthResult:
 
 
 def check(ctx: DaemonContext, req: p.Check) -> p.CheckResult:
-    return ctx.registry.get(req.project).check(repair=req.repair)
+    project = ctx.registry.get(req.project)
+    result = project.check(repair=req.repair)
+    if ctx.banks is not None:
+        result.bank = ctx.banks.check_journal(project.root, repair=req.repair)
+        result.ok = result.ok and (result.bank == "ok" or result.bank.startswith("repaired"))
+    return result
 
 
 def shutdown(ctx: DaemonContext, req: p.Shutdown) -> p.ShutdownResult:
