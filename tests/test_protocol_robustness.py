@@ -13,9 +13,11 @@ thread, so every reply to what came before arrives ahead of the sentinel's ``Ok`
 from __future__ import annotations
 
 import random
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -24,7 +26,7 @@ import zmq
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from conftest import Daemon, Env
+from conftest import Daemon, Env, make_env
 from memctl import protocol as p
 
 REPLY_TIMEOUT_MS = 10_000  # generous: only ever reached when something is wrong
@@ -151,6 +153,48 @@ def assert_serving(ctx: zmq.Context[Any], env: Env, daemon: Daemon) -> None:
     finally:
         sock.close(linger=0)
     assert daemon_alive(daemon), daemon.log()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Env, list[Daemon]]]:
+    """One daemon for the module: a daemon per case cost more than the cases (~60 s of a
+    worker). Each case leaves it serving, which most of them assert; the one case that counts
+    what the daemon did from its start has its own (``own_daemon``)."""
+    shared_env = make_env(tmp_path_factory.mktemp("robustness"))
+    holder = [Daemon(shared_env).start()]
+    yield shared_env, holder
+    holder[0].stop()
+    shutil.rmtree(shared_env.vars["XDG_RUNTIME_DIR"], ignore_errors=True)
+
+
+@pytest.fixture
+def env(shared: tuple[Env, list[Daemon]]) -> Env:
+    return shared[0]
+
+
+@pytest.fixture
+def daemon(shared: tuple[Env, list[Daemon]]) -> Daemon:
+    """The module's daemon; one that died in an earlier case (which failed then) is replaced,
+    so that one failure does not fail every case after it."""
+    shared_env, holder = shared
+    if not daemon_alive(holder[0]):
+        holder[0].stop()  # reaps it and closes its log
+        holder[0] = Daemon(shared_env).start()
+    return holder[0]
+
+
+@pytest.fixture
+def own_env(tmp_path: Path) -> Iterator[Env]:
+    e = make_env(tmp_path)
+    yield e
+    shutil.rmtree(e.vars["XDG_RUNTIME_DIR"], ignore_errors=True)
+
+
+@pytest.fixture
+def own_daemon(own_env: Env) -> Iterator[Daemon]:
+    d = Daemon(own_env).start()
+    yield d
+    d.stop()
 
 
 @pytest.fixture
@@ -667,7 +711,10 @@ def _request_log(daemon: Daemon) -> list[dict[str, Any]]:
     return lines
 
 
-def test_vanishing_clients_do_not_disturb_others(zctx, env, daemon):
+def test_vanishing_clients_do_not_disturb_others(zctx, own_env, own_daemon):
+    """Counts the entries and the requests in the log since the daemon started: a daemon of
+    its own."""
+    env, daemon = own_env, own_daemon
     project = str(env.project)
     for i in range(50):
         remember = p.Remember(id=f"gone-{i:04d}-remember", project=project, content=f"note {i}")
