@@ -13,23 +13,26 @@ and ``--full`` (or ``MEMORYD_FULL=1``) runs all of them.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 import signal
 import sqlite3
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from conftest import Daemon, Env, ok_json
+from conftest import Daemon, Env, ok_json, until
 from memctl import protocol
 from memctl.transport import Client, DaemonUnavailable
 from memoryd.core import audit_chain
@@ -162,6 +165,7 @@ class Killer:
         self.extra = extra
         self.daemon = Daemon(env, extra)
         self.kills = 0
+        self.restarts_s: list[float] = []  # from the kill to the new daemon's first answer
 
     def start(self) -> Killer:
         self.daemon.start()
@@ -176,13 +180,15 @@ class Killer:
         max_delay_s: float = MAX_KILL_DELAY_S,
         open_project_first: bool = False,
         settle_before_restart: bool = False,
+        after_restart: Callable[[], None] | None = None,
     ) -> None:
         """``cycles`` times: let the writer run for a random delay, SIGKILL the daemon, start a
         new one. ``open_project_first`` opens the project (recovery, replay, index catch-up)
         before the delay starts, so the kill lands in the writes rather than in the open.
         ``settle_before_restart`` lets the request in flight at the kill give up before the next
         daemon starts, so the client's retry cannot finish it there: what is checked is exactly
-        what the dead daemon left behind."""
+        what the dead daemon left behind. ``after_restart`` runs once each new daemon answers,
+        before the writer goes on (the checks of what the kill left)."""
         never = threading.Event()  # waited on with a timeout: a bounded, random kill point
         writer.start()
         try:
@@ -193,6 +199,7 @@ class Killer:
                 writer.up.set()
                 never.wait(timeout=rng.uniform(0.0, max_delay_s))
                 writer.up.clear()
+                killed_at = time.monotonic()
                 code = self.daemon.stop(signal.SIGKILL)
                 assert code == -signal.SIGKILL, (
                     f"daemon exited with {code} before the kill:\n{self.daemon.log()}"
@@ -203,6 +210,9 @@ class Killer:
                         pass
                 self.daemon = Daemon(self.env, self.extra)
                 self.daemon.start()
+                self.restarts_s.append(time.monotonic() - killed_at)
+                if after_restart is not None:
+                    after_restart()
             writer.cycle = cycles
         finally:
             writer.finish()
@@ -222,14 +232,17 @@ def export_entries(env: Env) -> dict[str, Any]:
 
 def assert_check_ok(env: Env) -> None:
     check = ok_json(env, "check")
-    assert check == {"ok": True, "database": "ok", "audit": "ok", "index": "ok"}, check
+    assert check == {"ok": True, "database": "ok", "audit": "ok", "index": "ok", "bank": "ok"}, (
+        check
+    )
 
 
 def assert_clean_on_disk(
-    env: Env, daemon: Daemon, slug: str, entries: int
+    env: Env, daemon: Daemon, slug: str, entries: int | None
 ) -> audit_chain.ChainReport:
     """Stop the daemon cleanly, then inspect its files directly: SQLite integrity, the audit hash
-    chain, and the store having applied exactly up to the journal's last event."""
+    chain, and the store having applied exactly up to the journal's last event (and holding
+    ``entries`` entries, unless None)."""
     assert daemon.stop() == 0, f"daemon did not stop cleanly:\n{daemon.log()}"
     project_dir = env.data / "projects" / slug
     conn = sqlite3.connect(project_dir / "memory.db")
@@ -237,7 +250,8 @@ def assert_clean_on_disk(
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         applied = int(conn.execute("SELECT value FROM meta WHERE key='audit_seq'").fetchone()[0])
-        assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == entries
+        if entries is not None:
+            assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == entries
     finally:
         conn.close()
     lines = (project_dir / "audit.jsonl").read_bytes().splitlines()
@@ -473,3 +487,425 @@ def test_sigkill_during_bank_updates_and_syncs_loses_and_doubles_nothing(
     assert all(n <= 1 for n in counts.values()), counts.most_common(3)
     assert on_disk == sorted(on_disk)  # in the order sent
     assert set(on_disk) <= {o.payload for o in writer.outcomes}
+
+
+# --------------------------------------------------------------------------- the full mix
+
+# Kills of the mixed stream: MEMORYD_KILLS sets it; the full run (--full) does 120, the default a
+# short stream from the same seed (each kill costs a daemon start, ~0.5 s on an idle machine).
+MIX_KILLS_FULL = 120
+MIX_KILLS_QUICK = 12
+MIX_MAX_KILL_DELAY_S = 0.250
+MIX_IMPORT_LINES = 10
+MIX_OP_DEADLINE_S = 120.0  # one operation retried across restarts gets its answer within this
+DAY = 86_400.0
+MIX_WEIGHTS = {
+    "remember": 30,
+    "import": 8,
+    "forget": 8,
+    "pin": 8,
+    "bank_update": 15,
+    "bank_write": 6,
+    "bank_sync": 5,
+    "capture": 12,
+    "compact": 4,
+}
+MIX_SESSION = "7a1c2e3f-4b5d-4e6f-8a9b-0c1d2e3f4a5b"
+
+
+def _mix_kills(full: bool) -> int:
+    named = os.environ.get("MEMORYD_KILLS", "")
+    return int(named) if named else (MIX_KILLS_FULL if full else MIX_KILLS_QUICK)
+
+
+@pytest.fixture
+def mix_kills(full: bool) -> int:
+    return _mix_kills(full)
+
+
+# pytest-timeout's limit, set when the module is read: by the kills the run will do (the
+# stream's own waits are each bounded; this only catches what they do not).
+_MIX_TIMEOUT_S = 60 + 6 * _mix_kills(
+    os.environ.get("MEMORYD_FULL", "") not in ("", "0") or "--full" in sys.argv
+)
+
+
+@dataclass
+class MixOp:
+    """One operation of the mixed stream, sent again with the same request id after each
+    ``unavailable`` (a kill) until the daemon answers it."""
+
+    kind: str
+    key: str  # what the end state is checked by: content, import tag, entry id, title, token
+    request: protocol.Request | None  # None: a transcript append, the test's own write
+    cycles: set[int] = field(default_factory=set)  # the kill cycles its attempts fell in
+    kills: tuple[int, int] = (0, 0)  # the kills so far when first sent, when answered
+    result: Any = None
+    error: protocol.Error | None = None
+
+    @property
+    def crossed_a_restart(self) -> bool:
+        """Answered by another daemon than the one it was first sent to (by our retry, or
+        the client's own second attempt)."""
+        return len(self.cycles) > 1 or self.kills[0] != self.kills[1]
+
+
+class MixedClient(Writer):
+    """The full mix of mutating operations from one client, in a seeded random order. Unlike
+    ``Writer`` it never gives an operation up: after ``unavailable`` it waits for the next
+    daemon and sends the same request, same id, again. Exactly once is what is proven: the
+    retry of a change the dead daemon had applied must not apply it a second time."""
+
+    def __init__(self, env: Env, rng: random.Random, run: str, transcript: Path) -> None:
+        super().__init__(env, lambda n: ("", protocol.Hello()), REMEMBER_BUDGET_S)
+        self.rng = rng
+        self.run_tag = run
+        self.transcript = transcript
+        self.ops: list[MixOp] = []
+        self.remembered: list[str] = []  # ids of acknowledged remembers
+        self.pinned: set[str] = set()
+        self.forgotten: set[str] = set()
+        self.restarts_crossed = 0
+        self.kills: Callable[[], int] = lambda: 0  # the killer's count, set by the test
+
+    def _request(self, kind: str, request: protocol.Request) -> protocol.Request:
+        request.id = uuid.uuid4().hex  # fixed now: every attempt carries it
+        request.project = str(self.env.project)
+        return request
+
+    def next_op(self, n: int) -> MixOp:
+        kinds, weights = zip(*MIX_WEIGHTS.items(), strict=True)
+        kind = self.rng.choices(kinds, weights)[0]
+        free = [i for i in self.remembered if i not in self.pinned and i not in self.forgotten]
+        if kind in ("forget", "pin") and not free:
+            kind = "remember"
+        token = f"{n}x{self.run_tag}x{uuid.uuid4().hex[:12]}"
+        match kind:
+            case "remember":
+                content = f"killstream fact {token}"
+                return MixOp(kind, content, self._request(kind, protocol.Remember(content=content)))
+            case "import":
+                now = time.time()
+                lines = [
+                    msgspec.json.encode(
+                        {"content": f"imported fact {token} line {k}"}
+                        if k % 2
+                        else {  # backdated progress: compaction's TTL archives it
+                            "content": f"imported fact {token} line {k}",
+                            "category": "task_progress",
+                            "created_at": now - 200 * DAY,
+                        }
+                    ).decode()
+                    for k in range(MIX_IMPORT_LINES)
+                ]
+                return MixOp(kind, token, self._request(kind, protocol.Import(lines=lines)))
+            case "forget" | "pin":
+                target = self.rng.choice(free)
+                (self.forgotten if kind == "forget" else self.pinned).add(target)
+                request = (
+                    protocol.Forget(target=target)
+                    if kind == "forget"
+                    else protocol.Pin(target=target)
+                )
+                return MixOp(kind, target, self._request(kind, request))
+            case "bank_update":
+                title = f"Kill {n:05d} {self.run_tag}"
+                content = f"## Decision: {title}\n\n- **Status**: Accepted\n- **Decision**: {n}.\n"
+                request = protocol.BankUpdate(name="decisionLog.md", content=content)
+                return MixOp(kind, title, self._request(kind, request))
+            case "bank_write":
+                text = f"# Active Context\n\nstep {token}\n"
+                request = protocol.BankWrite(name="activeContext.md", content=text)
+                return MixOp(kind, text, self._request(kind, request))
+            case "bank_sync":
+                return MixOp(kind, "", self._request(kind, protocol.BankSync(wait_ms=200)))
+            case "compact":
+                return MixOp(kind, "", self._request(kind, protocol.Compact()))
+            case _:
+                assert kind == "capture", kind
+                return MixOp(kind, token, None)
+
+    def _append_transcript(self, n: int, token: str) -> None:
+        records = [
+            _claude_record(self.env, "user", f"what should the retry queue use? ({token})", n, 0),
+            _claude_record(
+                self.env,
+                "assistant",
+                # Words of its own: near-duplicate statements are one finding.
+                f"We decided to use {token} around q{uuid.uuid4().hex[:8]} "
+                f"z{uuid.uuid4().hex[:8]} refresh.",
+                n,
+                1,
+            ),
+        ]
+        with open(self.transcript, "a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(r) + "\n" for r in records))
+
+    def run(self) -> None:
+        try:
+            with Client(endpoint=_endpoint(self.env), budget_s=self.budget_s) as client:
+                n = 0
+                while not self.stop.is_set():
+                    op = self.next_op(n)
+                    self.ops.append(op)
+                    self._until_answered(client, op, n)
+                    n += 1
+        except BaseException as exc:  # re-raised by finish()
+            self.failure = exc
+
+    def _until_answered(self, client: Client, op: MixOp, n: int) -> None:
+        deadline = time.monotonic() + MIX_OP_DEADLINE_S
+        first = self.kills()
+        while time.monotonic() < deadline:
+            if not self.up.wait(timeout=0.5):
+                continue
+            with self.busy:
+                if not self.up.is_set():
+                    continue
+                op.cycles.add(self.cycle)
+                if op.request is None:
+                    self._append_transcript(n, op.key)
+                    return
+                try:
+                    reply = client.call(op.request)
+                except DaemonUnavailable:
+                    continue  # the same request again, to the next daemon
+                op.kills = (first, self.kills())
+                if isinstance(reply, protocol.Ok):
+                    op.result = msgspec.to_builtins(protocol.result_of(op.request, reply))
+                    if op.kind == "remember":
+                        self.remembered.append(op.result["id"])
+                else:
+                    op.error = reply
+                if op.crossed_a_restart:
+                    self.restarts_crossed += 1
+                return
+        raise AssertionError(f"{op.kind} {op.key} not answered within {MIX_OP_DEADLINE_S}s")
+
+
+def _claude_record(env: Env, role: str, text: str, n: int, k: int) -> dict[str, Any]:
+    content: Any = text if role == "user" else [{"type": "text", "text": text}]
+    return {
+        "type": role,
+        "sessionId": MIX_SESSION,
+        "cwd": str(env.project),
+        "uuid": f"{role[0]}{n}-{k}",
+        "timestamp": f"2026-11-21T10:{n // 60 % 60:02d}:{n % 60:02d}Z",
+        "message": {"role": role, "content": content},
+    }
+
+
+def _claude_transcript(env: Env) -> Path:
+    folder = (
+        env.home / ".claude" / "projects" / ("-" + str(env.project).strip("/").replace("/", "-"))
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{MIX_SESSION}.jsonl"
+
+
+def _written_by(content: str) -> str:
+    """The key of the operation of the mixed stream that wrote an entry: an import's tag, or a
+    remember's content."""
+    return content.split(" ")[2] if content.startswith("imported fact ") else content
+
+
+def _only_indexed_twice(check: dict[str, Any]) -> bool:
+    """Whether ``check`` found nothing wrong but ids the index holds twice."""
+    others = (check["database"], check["audit"], check["bank"])
+    return others == ("ok", "ok", "ok") and bool(
+        re.fullmatch(r"\d+ indexed twice: .*", check["index"])
+    )
+
+
+def _median_ms(values: list[float]) -> int:
+    return round(sorted(values)[len(values) // 2] * 1000) if values else 0
+
+
+def _findings(env: Env, slug: str) -> list[str]:
+    """The contents of the project's session findings, read from the database (read-only)."""
+    db = env.data / "projects" / slug / "memory.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in conn.execute("SELECT content FROM findings")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(_MIX_TIMEOUT_S)
+def test_sigkill_stream_over_the_full_mix_loses_and_doubles_nothing(
+    env: Env, mix_kills: int
+) -> None:
+    """SIGKILL the daemon ``mix_kills`` times while one client sends the whole mix of changes
+    (remember, import, forget, pin, bank update/write/sync, compaction) and a transcript grows
+    under capture, each kill at a random point. After every restart ``check`` is ok (store,
+    index, audit chain, bank journal). Each change is retried with its request id until
+    answered; at the end every one of them is there exactly once: entries, findings, decisions
+    in decisionLog.md, the last written activeContext.md."""
+    started = time.monotonic()
+    rng = random.Random(SEED + 3)
+    run = uuid.uuid4().hex[:8]
+    transcript = _claude_transcript(env)
+    killer = Killer(env, {"MEMORYD_BANKS__SYNC_INTERVAL_S": "0.05"})
+    writer = MixedClient(env, rng, run, transcript)
+    writer.kills = lambda: killer.kills
+    checks: list[float] = []
+
+    repaired_at_open: list[str] = []
+
+    resurrected: list[str] = []  # index documents a merge brought back (see below)
+
+    def check_after_restart() -> None:
+        t0 = time.monotonic()
+        check = _call(env, protocol.Check())
+        checks.append(time.monotonic() - t0)
+        if not check["ok"] and _only_indexed_twice(check):
+            # A fault this stream found and that is still open: a merge of tantivy segments (of
+            # those a kill left, merged by the next daemon) can end with a document alive that
+            # a commit deleted while the merge ran, the old version of an id beside its new one;
+            # about once in 100 restarts. Repaired so that the stream goes on; reported at the
+            # end as an expected failure, after every other check has passed.
+            resurrected.append(f"kill {killer.kills}: {check['index']}")
+            check = _call(env, protocol.Check(repair=True))
+        assert check["ok"], f"check after kill {killer.kills}: {check}"
+        # The open compares the index with the store and rebuilds one that differs.
+        reason = _call(env, protocol.StatusRequest())["project"]["index"]["rebuilt_at_open"]
+        if reason and "differed" in reason:
+            repaired_at_open.append(f"kill {killer.kills}: {reason}")
+
+    try:
+        killer.start()
+        _call(env, protocol.BankInit())
+        killer.run(
+            writer,
+            mix_kills,
+            rng,
+            max_delay_s=MIX_MAX_KILL_DELAY_S,
+            after_restart=check_after_restart,
+        )
+        assert killer.kills == mix_kills
+        ops = writer.ops
+        by_kind = Counter(o.kind for o in ops)
+        # The only error a retry may meet: the forget its first attempt did (the entry is gone).
+        errors = [o for o in ops if o.error is not None]
+        refused_retries = [
+            o
+            for o in errors
+            if o.kind == "forget" and o.crossed_a_restart and o.error.code == "not_found"
+        ]
+        assert [o for o in errors if o not in refused_retries] == [], [
+            (o.kind, o.error) for o in errors
+        ][:3]
+        assert len(ops) >= mix_kills
+        assert len({c for o in ops for c in o.cycles}) >= max(2, mix_kills // 2)
+
+        # The bank: every decision once, in the order sent; the last write on disk.
+        assert _call(env, protocol.BankSync(wait_ms=10_000)) == {"pending": 0, "writing": False}
+        bank = env.project / "memory-bank"
+        on_disk = re.findall(
+            rf"## Decision: (Kill \d+ {run})", (bank / "decisionLog.md").read_text()
+        )
+        sent = [o.key for o in ops if o.kind == "bank_update"]
+        assert on_disk == sent, (
+            f"decisionLog.md: {len(on_disk)} decisions for {len(sent)} sent; doubled "
+            f"{[t for t, c in Counter(on_disk).items() if c > 1][:3]}, missing "
+            f"{sorted(set(sent) - set(on_disk))[:3]}"
+        )
+        writes = [o.key for o in ops if o.kind == "bank_write"]
+        if writes:
+            assert (bank / "activeContext.md").read_text() == writes[-1]
+
+        # The entries: each remember and import exactly once (an archive by compaction keeps
+        # it), each forgotten one gone, each pinned one pinned.
+        everything = _call(env, protocol.Export(include_archived=True, include_all=True))
+        entries = {e["id"]: e for e in everything["entries"]}
+        contents = Counter(e["content"] for e in entries.values())
+        copies: dict[str, list[dict[str, Any]]] = {}
+        for e in entries.values():
+            copies.setdefault(e["content"], []).append(e)
+        doubled = {c: es for c, es in copies.items() if len(es) > 1}
+        # A fault this stream found and that is still open: the daemon remembers request ids
+        # across restarts for bank changes only, so a remember or import retried after a kill
+        # is recognised by its fingerprint, and that does not count an entry compaction
+        # archived meanwhile: it is added again. Only that is let through here (a retried
+        # change, twice, a copy archived); reported at the end.
+        retried = {o.key for o in ops if o.crossed_a_restart and o.kind in ("remember", "import")}
+        reapplied = sorted(
+            c
+            for c, es in doubled.items()
+            if _written_by(c) in retried and len(es) == 2 and any(e["archived"] for e in es)
+        )
+        others = sorted(set(doubled) - set(reapplied))
+        assert others == [], (
+            f"entries applied twice: {others[:3]}; their operations: "
+            f"{[(o.kind, o.cycles, o.kills) for o in ops if o.key == _written_by(others[0])]}, "
+            f"archived: {[e['archived'] for e in doubled[others[0]]]}"
+            if others
+            else ""
+        )
+        for op in (o for o in ops if o.kind == "remember"):
+            assert op.result["id"] in entries or op.result["id"] in writer.forgotten, op.key
+            if op.result["id"] in entries:
+                assert entries[op.result["id"]]["content"] == op.key
+        assert not writer.forgotten & set(entries), "a forgotten entry came back"
+        assert all(entries[i]["status"] == "pinned" for i in writer.pinned)
+        per_import = Counter(c.split(" ")[2] for c in contents if c.startswith("imported fact "))
+        imports = [o.key for o in ops if o.kind == "import"]
+        assert per_import == dict.fromkeys(imports, MIX_IMPORT_LINES), per_import
+        ours = {o.key for o in ops if o.kind == "remember"}
+        strays = [c for c in contents if c.startswith("killstream fact ") and c not in ours]
+        assert strays == [], f"entries nobody sent: {strays[:3]}"
+
+        # The transcript: once the turn ends, each decision line is one finding, none twice.
+        slug = _call(env, protocol.StatusRequest())["project"]["slug"]
+        tokens = [o.key for o in ops if o.kind == "capture"]
+        if tokens:
+            turn_end = protocol.Hook(
+                agent="claude",
+                event="turn_end",
+                session_id=MIX_SESSION,
+                transcript_path=str(transcript),
+            )
+            _call(env, turn_end)
+
+            def findings_per_token() -> Counter[str] | None:
+                found = Counter(t for f in _findings(env, slug) for t in tokens if f" {t} " in f)
+                return found if len(found) == len(tokens) else None
+
+            found = until(findings_per_token, "a finding for every decision line appended")
+            assert set(found.values()) == {1}, found.most_common(3)
+
+        assert_check_ok(env)
+        report = assert_clean_on_disk(env, killer.daemon, slug, None)
+    finally:
+        killer.close()
+    took = time.monotonic() - started
+    # What a retry across a restart found done already: the daemon remembers request ids across
+    # restarts for bank changes only, so these were answered from the memory itself (a remember
+    # as a duplicate of itself, an import as all duplicates): no entry doubled, the counts say
+    # how often.
+    retried = [o for o in ops if o.crossed_a_restart and o.result is not None]
+    reinforced = sum(1 for o in retried if o.kind == "remember" and o.result["duplicate"])
+    reimported = sum(1 for o in retried if o.kind == "import" and o.result["imported"] == 0)
+    print(
+        f"\n{killer.kills} kills in {took:.1f}s ({took / max(1, killer.kills):.2f}s a kill; "
+        f"medians: restart {_median_ms(killer.restarts_s)} ms, check after it "
+        f"{_median_ms(checks)} ms): "
+        f"{len(ops)} operations {dict(by_kind)}, {writer.restarts_crossed} answered only after "
+        f"a restart, of which {len(refused_retries)} forgets found their entry already gone, "
+        f"{reinforced} remembers and {reimported} imports found themselves applied; "
+        f"audit seq {report.last_seq}; index repaired at open: {repaired_at_open or 'never'}"
+    )
+    known = []
+    if reapplied:
+        known.append(
+            f"{len(reapplied)} entries added again by a retry after a restart, their first "
+            f"copy archived by compaction meanwhile, e.g. {reapplied[:2]}"
+        )
+    if resurrected:
+        known.append(
+            "after some restarts the index held a document twice (a tantivy merge brought a "
+            f"deleted version back): {resurrected}"
+        )
+    if known:
+        pytest.xfail("everything else held, but: " + "; ".join(known))
