@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import posixpath
 import shutil
 import time
@@ -40,6 +39,7 @@ from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.errors import Unavailable
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
+from memoryd.disk import write_failure_cause
 from memoryd.store.base import FINDING_PREFIX, Store
 from memoryd.worker import Worker
 
@@ -230,24 +230,6 @@ class _Commit:
     done: Future[None]
 
 
-LOW_SPACE_BYTES = 1 << 20
-
-
-def _cause(directory: Path, exc: BaseException) -> str:
-    """What stopped a write, said plainly: tantivy often reports only that its writer thread
-    was killed (which thread met the error first is a race), hiding a full disk or a
-    permission taken away."""
-    try:
-        fs = os.statvfs(directory)
-        if fs.f_bavail * fs.f_frsize < LOW_SPACE_BYTES:
-            return f"No space left on the device of {directory} ({exc})"
-    except OSError:
-        pass
-    if not os.access(directory, os.W_OK):
-        return f"Permission denied: {directory} cannot be written ({exc})"
-    return str(exc)
-
-
 class IndexWriteFailed(Unavailable):
     """The index could not take a change (its cause in the message); searches read what it
     last committed meanwhile."""
@@ -434,7 +416,7 @@ class SearchIndex:
     def _failed(self, exc: BaseException) -> IndexWriteFailed:
         """A write that failed: the writer goes, and the error says why."""
         self._drop_writer()
-        cause = _cause(self.directory, exc)
+        cause = write_failure_cause(self.directory, exc)
         return IndexWriteFailed(f"the search index cannot be written: {cause}")
 
     def _drop_writer(self) -> None:

@@ -137,7 +137,11 @@ class ProjectMemory:
                 f"{self.slug}: cut a torn audit line ({self.journal.torn_bytes} bytes)", "warning"
             )
         self._behind = False  # journaled events the database has not applied yet
-        self.store: Store = self._open_store()
+        try:
+            self.store: Store = self._open_store()
+        except Unavailable:  # the disk cannot serve now: the next request tries again
+            self.journal.close()
+            raise
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
         self.index.open_synced(self.store)

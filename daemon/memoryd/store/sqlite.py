@@ -54,12 +54,14 @@ from memoryd.core.events import (
     WorkingMemoryReleased,
 )
 from memoryd.core.share import SHARED_STATUSES, Tombstone
+from memoryd.disk import write_failure_cause
 from memoryd.store.base import (
     FINDING_PREFIX,
     ID_PREFIX_LIMIT,
     SessionRecord,
     StoreConflict,
     StoreCorrupt,
+    StoreUnavailable,
     one_per_fingerprint,
 )
 from memoryd.store.migrations import SCHEMA_VERSION, migrate
@@ -84,6 +86,30 @@ _UNSETTLED = "fingerprint NOT IN (SELECT fingerprint FROM forgotten)"
 _json_list = msgspec.json.Decoder(tuple[str, ...])
 _json_source = msgspec.json.Decoder(Source)
 _encode = msgspec.json.encode
+
+# SQLite's error names (extended ones start with these) for a disk that cannot serve now: full,
+# an I/O error, not openable, read-only, no permission, locked by another process, no memory.
+# None of them says the file is damaged.
+_DISK_ERRORS = (
+    "SQLITE_FULL",
+    "SQLITE_IOERR",
+    "SQLITE_CANTOPEN",
+    "SQLITE_READONLY",
+    "SQLITE_PERM",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_NOMEM",
+)
+
+
+def _unavailable(path: Path, exc: sqlite3.Error) -> StoreUnavailable | None:
+    """``exc`` as the disk's refusal, its cause named from the disk itself, or None when it is
+    not one (the file itself is bad)."""
+    if not (getattr(exc, "sqlite_errorname", None) or "").startswith(_DISK_ERRORS):
+        return None
+    return StoreUnavailable(
+        f"the database {path} cannot be written: {write_failure_cause(path.parent, exc)}"
+    )
 
 
 def _row_to_entry(row: tuple[Any, ...]) -> Entry:
@@ -151,7 +177,8 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(Exception):
                 self._conn.close()
-            raise StoreCorrupt(f"{path}: {exc}") from exc
+            # A full or unwritable disk is not a corrupt file: say so, and leave it where it is.
+            raise _unavailable(path, exc) or StoreCorrupt(f"{path}: {exc}") from exc
 
     @classmethod
     def read_only(cls, path: Path) -> SqliteStore:
@@ -182,6 +209,13 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ helpers
 
+    def _rollback(self) -> None:
+        """Undo the open transaction, if there still is one: on a full disk or an I/O error
+        SQLite rolls back by itself, and a ROLLBACK then would raise "no transaction is active",
+        hiding the cause."""
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         row = self._conn.execute(sql, params).fetchone()
         return None if row is None else row[0]
@@ -206,10 +240,16 @@ class SqliteStore:
             conn.execute("UPDATE meta SET value=? WHERE key='audit_seq'", (audit_seq,))
             conn.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
-            conn.execute("ROLLBACK")
+            self._rollback()
             raise StoreConflict(f"{type(event).__name__} conflicts with the store: {exc}") from exc
+        except sqlite3.OperationalError as exc:
+            self._rollback()
+            refused = _unavailable(self.path, exc)
+            if refused is None:
+                raise
+            raise refused from exc
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback()
             raise
         self._applied = audit_seq
         return ids
