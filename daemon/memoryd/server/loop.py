@@ -301,6 +301,8 @@ class Server:
             message = f"unknown op {op[:64]!r}"
         elif op is None:
             message = "malformed request: no valid 'op' field"
+        elif isinstance(exc, msgspec.ValidationError):
+            message = f"invalid request: {p.explain(exc)}"
         else:
             message = f"invalid request: {exc}"
         return p.Error(id=request_id, code=p.ErrorCode.BAD_REQUEST, message=message[:500])
