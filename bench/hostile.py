@@ -3,7 +3,8 @@ size of issue 10 (acceptance 2: the probe answered within 0.5 s every time).
 
 Attacks, one after another on one daemon: a 256 KB remember, a 256 KB import line, a 5 MB
 transcript appended to a watched transcript (timed until ``status`` counts all its messages
-read), a bank update with 2,000 ``##`` sections, a 256 KB hook prompt. A probe thread sends
+read), a bank update with 2,000 ``##`` sections, one with 2,000 history items holding fenced code,
+a 256 KB hook prompt. A probe thread sends
 ``status`` back to back, each on a fresh connection as memctl does, from the attack's start to
 its end; the table gives per attack the attack's own duration and the probe's p50, p99 and max,
 with a quiet row (no attack, same duration as the longest attack up to 5 s) as the baseline
@@ -106,6 +107,17 @@ def bank_2000_sections(env: Env) -> None:
     _call(env, request)
 
 
+def bank_2000_fenced_items(env: Env) -> None:
+    items = "".join(f"- change {i}\n  ```\n  code {i}\n  ```\n" for i in range(2000))
+    request = protocol.BankUpdate(
+        id=uuid.uuid4().hex,
+        project=str(env.project),
+        name="activeContext.md",
+        content="## Recent Changes\n\n" + items,
+    )
+    _call(env, request)
+
+
 def hook_prompt_256k(env: Env) -> None:
     prompt = _words(262_144, 4)
     _call(
@@ -118,6 +130,7 @@ ATTACKS: list[tuple[str, Callable[[Env], None]]] = [
     ("import line 256 KB", import_line_256k),
     ("transcript 5 MB", transcript_5mb),
     ("bank update 2,000 ##", bank_2000_sections),
+    ("bank update 2,000 ```", bank_2000_fenced_items),
     ("hook prompt 256 KB", hook_prompt_256k),
 ]
 
