@@ -332,22 +332,28 @@ def test_unknown_fields_in_a_valid_request_are_ignored(sock, daemon):
     assert p.result_of(p.Hello(), reply).protocol == p.PROTOCOL_VERSION
 
 
+@pytest.mark.parametrize("depth", [5_000, 3_000_000])
 @pytest.mark.parametrize(
     "field",
     ["id", "future", "client_version"],
 )
-def test_deeply_nested_msgpack_is_rejected_not_fatal(sock, daemon, zctx, env, field):
-    """A few kilobytes of nested one-element arrays: msgspec raises ``RecursionError`` (not a
-    ``DecodeError``) on them, which must still become an error reply."""
-    depth = 5_000
+def test_deeply_nested_msgpack_is_rejected_not_fatal(sock, daemon, zctx, env, field, depth):
+    """Nested one-element arrays, a few kilobytes or 3 MB (3 million deep, under the 4 MiB
+    frame limit): msgspec raises ``RecursionError`` (not a ``DecodeError``) on them, which must
+    still become an error reply that says what is wrong: too deep, or the field whose type is
+    wrong. On main both said the frame had no valid 'op' or was not a map."""
     nested = b"\x91" * depth + b"\x01"
     body = {"op": "hello", "v": p.PROTOCOL_VERSION, "id": 15}
     head = pack({k: v for k, v in body.items() if k != field})
     # Append one more key to the map: bump the fixmap count and add key + nested value.
     frame = bytes([head[0] + 1]) + head[1:] + pack(field) + nested
-    assert len(frame) < 8_000
+    assert len(frame) < p.MAX_MESSAGE_BYTES
     reply = ask(sock, daemon, frame)
     assert isinstance(reply, p.Error) and reply.code == p.ErrorCode.BAD_REQUEST, reply
+    if field == "future":  # a field no request has: only its depth is wrong
+        assert reply.message == "malformed request: nested too deeply to read", reply
+    else:
+        assert f"got `array` - at `$.{field}`" in reply.message, reply
     assert_serving(zctx, env, daemon)
 
 

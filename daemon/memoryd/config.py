@@ -386,6 +386,10 @@ def _check_names(path: Path) -> None:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise ConfigError(
+            f"invalid configuration ({path}): arrays or tables nested too deeply to read"
+        ) from None
     sections = Settings.model_fields
     for name, value in data.items():
         if name not in sections:
@@ -509,7 +513,7 @@ def effective(
     path = config_file or default_config_file()
     try:
         from_file = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         from_file = {}  # load() has reported it already
     found = []
     for section in Settings.model_fields:

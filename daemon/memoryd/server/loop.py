@@ -295,11 +295,21 @@ class Server:
 
     def _decode_error(self, frame: bytes, exc: Exception) -> p.Error:
         request_id, op = p.decode_envelope(frame)
-        if isinstance(exc, msgspec.DecodeError) and request_id is None and op is None:
+        # A field's path: the frame was a map (its envelope may be unreadable for a value nested
+        # too deeply to skip).
+        inside = isinstance(exc, msgspec.ValidationError) and " - at `$." in str(exc)
+        if isinstance(exc, RecursionError):
+            message = "malformed request: nested too deeply to read"
+        elif (
+            isinstance(exc, msgspec.DecodeError)
+            and request_id is None
+            and op is None
+            and not inside
+        ):
             message = "malformed message: not a MessagePack map"
         elif op is not None and op not in KNOWN_OPS:
             message = f"unknown op {op[:64]!r}"
-        elif op is None:
+        elif op is None and not inside:
             message = "malformed request: no valid 'op' field"
         elif isinstance(exc, msgspec.ValidationError):
             message = f"invalid request: {p.explain(exc)}"
