@@ -125,18 +125,19 @@ def test_a_full_data_disk_names_the_cause_and_heals_without_a_restart(env: Env) 
         daemon = Daemon(env).start()
         try:
             assert ok_json(env, "search", "ledger Postgres")["results"]  # the project is open
-            disk.fill()
-            # One event too long for what is left of the audit log's last page: the journal
-            # refuses it.
+            disk.fill(leave=4096)  # one page: a short audit line fits, SQLite's commit does not
+            # One event longer than what is left: the journal refuses it.
             lines = "".join(
                 json.dumps({"content": f"Imported rule {n} keeps the ledger balanced"}) + "\n"
-                for n in range(200)
+                for n in range(400)
             )
             errors = [_refused(env, "import", "-", stdin=lines)]
-            # Short enough for the journal: SQLite refuses it (its WAL needs new pages).
+            # Short enough for the journal: SQLite refuses it (its WAL needs several pages).
             errors.append(
                 _refused(env, "remember", "The billing queue is drained every night at two")
             )
+            assert "the audit log" in errors[0] and "nothing was changed" in errors[0], errors
+            assert "journaled" in errors[1] and "the database" in errors[1], errors
             for error in errors:
                 assert "No space left on the device" in error, error
                 assert "no transaction is active" not in error and "Traceback" not in error
