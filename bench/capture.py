@@ -120,6 +120,8 @@ def pipeline(agent: Agent, path: Path, every: int) -> int:
     # Attached up front, as a hook does when the records name no cwd (Gemini's do not).
     service._open(str(path), agent).project_root = str(project.root)
     service.file_changed(str(path), agent)
+    while service.work_backlog():  # the rest, a slice per loop turn as the daemon reads it
+        pass
     return len(found)
 
 
