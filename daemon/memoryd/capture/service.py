@@ -90,12 +90,13 @@ class LiveSession:
     # Extraction over the session so far: each message is fed to it once (``fed`` of them).
     extractor: Extractor | None = None
     fed: int = 0
+    first_cwd: str | None = None  # the first folder a message names (the parser may know none)
 
     def restart(self, state: ParserState) -> None:
         """The file is a new transcript from its first line (truncated, replaced, rewritten)."""
         self.state = state
         self.messages.clear()
-        self.extractor, self.fed = None, 0
+        self.extractor, self.fed, self.first_cwd = None, 0, None
 
     @property
     def session_id(self) -> str:
@@ -329,6 +330,8 @@ class CaptureService:
             if message.injected:
                 continue
             live.messages.append(message)
+            if live.first_cwd is None and message.cwd:
+                live.first_cwd = message.cwd
             live.pending += 1
             self.stats["messages"] += 1
             if live.pending >= self.checkpoint_every:
@@ -344,7 +347,7 @@ class CaptureService:
                 session_id=state.session_id,
                 parent_session_id=state.parent_session_id,
                 subagent_id=state.subagent_id,
-                cwd=state.cwd or next((m.cwd for m in live.messages if m.cwd), None),
+                cwd=state.cwd or live.first_cwd,
             )
             self._cursors_dirty = True
 
@@ -354,7 +357,7 @@ class CaptureService:
         """The session's project, looked up by root each time: the registry may have closed
         it meanwhile (it keeps only the most recently used projects open)."""
         if live.project_root is None:
-            cwd = live.state.cwd or next((m.cwd for m in live.messages if m.cwd), None)
+            cwd = live.state.cwd or live.first_cwd
             if cwd is None:
                 return None
             try:

@@ -161,8 +161,14 @@ class Extractor:
         """What ``extract`` gives over every message fed so far; feeding may go on after."""
         sink = self._sink.copy()
         self._tools.finish_into(sink)
-        sink.revise(_judge_diagnoses(sink.findings(), self._tools.edits_at, self._tools.passes_at))
-        sink.revise(_mark_accepted(self._accepted, self._plan))
+        found = sink.findings()
+        diagnoses = any(f.rule_id in _DIAGNOSES for f in found)
+        if not diagnoses and not self._accepted:
+            return found  # nothing to judge: the findings as they are
+        if diagnoses:
+            sink.revise(_judge_diagnoses(found, self._tools.edits_at, self._tools.passes_at))
+        if self._accepted:
+            sink.revise(_mark_accepted(self._accepted, self._plan))
         return sink.findings()
 
 
@@ -264,10 +270,14 @@ def _prose_findings(
     lowered = prose.lower()
     # One pass of fast substring tests per keyword, then only rules and lines that can match.
     present = {k for k in role.keywords if k in lowered}
-    live = [rx for rx in role.rules if rx.rule.when in ("any", when) and rx.live(present)]
+    # Without a keyword only the rules that have none can match.
+    rules = role.rules if present else role.unconditional
+    live = [rx for rx in rules if rx.rule.when in ("any", when) and rx.live(present)]
+    if not live:
+        return
     # A reason given when declining names the alternative; what was declined is the rest of it.
     context = f" (declined: {declined})" if declined else _reply_context(prose, said_last)
-    if not live or _whole_message(live, prose, files, origin, sink, context):
+    if _whole_message(live, prose, files, origin, sink, context):
         return
     per_sentence = [rx for rx in live if rx.rule.unit == "sentence"]
     if not per_sentence:

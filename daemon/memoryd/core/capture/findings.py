@@ -227,8 +227,12 @@ class FindingSink:
     def revise(self, judge: Callable[[SessionFinding], SessionFinding | None]) -> None:
         """Replace each finding by what ``judge`` makes of it, or drop it on None: a judgement
         that needs the whole session."""
-        revised = ((slot, rank, seq, judge(f)) for slot, (rank, seq, f) in self._best.items())
-        self._best = {slot: (rank, seq, f) for slot, rank, seq, f in revised if f is not None}
+        for slot, (rank, seq, finding) in list(self._best.items()):
+            revised = judge(finding)
+            if revised is None:
+                del self._best[slot]
+            elif revised is not finding:
+                self._best[slot] = (rank, seq, revised)
 
     def findings(self) -> list[SessionFinding]:
         ordered = sorted(self._best.values(), key=lambda kept: (kept[2].offset, kept[1]))
