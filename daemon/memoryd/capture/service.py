@@ -51,6 +51,9 @@ from memoryd.registry import ProjectRegistry
 # transcript is read a slice per loop turn (``work_backlog``). A line longer than a slice is
 # still read whole, up to ``tail.DEFAULT_MAX_BYTES``.
 SLICE_BYTES = 256 * 1024
+# ... and a slice ends early, at a line's start, once it has taken this long (prose-dense lines
+# cost more per byte; a loaded machine makes every step longer): the owner's budget per step.
+STEP_BUDGET_S = 0.025
 
 
 class FileCursor(msgspec.Struct, kw_only=True):
@@ -314,13 +317,18 @@ class CaptureService:
                 live.restart(parsers.new_state(live.agent, live.path))
                 self._accept(live, parsers.parse_document(data, live.state))  # type: ignore[arg-type]
             return False
+        started = time.perf_counter()
         while True:
             chunk = read_new(live.path, live.cursor, slice_bytes=SLICE_BYTES)
             if chunk.restarted and live.cursor is not None:
                 # Truncated or replaced: the file is a new transcript from its first line.
                 live.restart(parsers.new_state(live.agent, live.path))
             live.cursor = chunk.cursor
-            for offset, line in chunk.lines:
+            for i, (offset, line) in enumerate(chunk.lines):
+                if i and not whole and time.perf_counter() - started > STEP_BUDGET_S:
+                    # Out of time: the next step goes on from this line.
+                    live.cursor = Cursor(path=live.path, inode=chunk.cursor.inode, offset=offset)
+                    return True
                 self._accept(live, parsers.parse_line(live.agent, line, offset, live.state))
             if not chunk.more or not whole:
                 return chunk.more

@@ -1,9 +1,10 @@
 """Extraction: transcript messages in, session findings out (design §6).
 
 Pure and deterministic: the same messages and rules always give the same findings, in the same
-order, with the same ids (derived from session and fingerprint), so a checkpoint can re-run it over
-the whole session so far instead of keeping state between calls. Pairing an error with its fix and
-counting edits per file need the whole session; disjoint batches would miss them.
+order, with the same ids (derived from session and fingerprint). Pairing an error with its fix and
+counting edits per file need the whole session; disjoint batches would miss them. So a session is
+read by one ``Extractor``, fed each message once as it arrives, whose ``findings()`` at any point
+are ``extract`` over every message so far (a checkpoint costs the new messages, not the session).
 
 The hot path is prose: a message is lowercased once and tested against the rules' keywords, and
 only messages with a live rule are split into sentences. Tool output is never scanned unless the
