@@ -107,15 +107,27 @@ TRANSCRIPT_BYTES = 5 * 1024 * 1024
 SESSION = "5f0c2a9e-1d2b-4c3d-8e4f-a1b2c3d4e5f6"
 
 
-def _transcript(path: Path, project: Path) -> int:
+def _decision(i: int) -> str:
+    """A decision that shares no more than its frame with any other (so none is a
+    near-duplicate of another): five random words of its own."""
+    rnd = random.Random(i)
+    words = ["".join(rnd.choice(string.ascii_lowercase) for _ in range(8)) for _ in range(5)]
+    return f"We decided to use {words[0]}{i} for {' '.join(words[1:])} from now on."
+
+
+def _transcript(path: Path, project: Path, decisions: int = 0) -> int:
     """A Claude transcript of ``TRANSCRIPT_BYTES`` (2 KB messages, user and assistant by
-    turns) whose last message decides something; returns how many messages it holds."""
+    turns) whose last message decides something, and ``decisions`` more spread through it;
+    returns how many messages it holds."""
     filler = " ".join(f"word{i % 97}" for i in range(330))[:2048]
+    every = TRANSCRIPT_BYTES // (2 * len(filler) * (decisions + 2))
     n, size = 0, 0
     with path.open("w", encoding="utf-8") as fh:
         while size < TRANSCRIPT_BYTES:
             role = "user" if n % 2 == 0 else "assistant"
             text = filler
+            if decisions and role == "assistant" and n // 2 % every == every - 1:
+                text = _decision(n // 2 // every)
             if size + 3 * len(filler) >= TRANSCRIPT_BYTES and role == "assistant":
                 text, size = (
                     "We decided to use quokkafinch for the session cache.",
@@ -176,3 +188,44 @@ def test_a_5_mb_transcript_is_read_while_a_probe_is_served(
         return any("quokkafinch" in r["content"] for r in found)
 
     until(decided, "the decision on the transcript's last line is searchable")
+
+
+DECISIONS = 12
+
+
+def test_a_kill_mid_transcript_loses_and_doubles_no_finding(
+    env: Env, daemon: Daemon, tmp_path: Path
+) -> None:
+    """Proves that capture read a slice at a time stays exactly-once across a SIGKILL: the
+    daemon is killed while a 5 MB transcript with 12 decisions spread through it is part read
+    (findings of its first slices committed), and after a restart the session holds each
+    decision once, none lost, none doubled."""
+    folder = env.home / ".claude/projects" / ("-" + str(env.project).strip("/").replace("/", "-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = tmp_path / "staged.jsonl"
+    n = _transcript(staged, env.project, DECISIONS)
+    status = protocol.StatusRequest(project=str(env.project))
+    with Client(endpoint="ipc://" + str(env.socket)) as client:
+
+        def counted() -> int:
+            reply = client.call(status, budget_s=60)
+            assert isinstance(reply, protocol.Ok), reply
+            return protocol.result_of(status, reply).capture.messages
+
+        before = counted()
+        os.replace(staged, folder / f"{SESSION}.jsonl")
+        until(lambda: counted() > before + n // 3, "a third of the transcript read")
+    daemon.kill()
+    daemon.start()
+    show = protocol.SessionShow(session_id=SESSION, project=str(env.project))
+
+    def session() -> list[str]:
+        reply = _call(env, show)
+        assert isinstance(reply, protocol.Ok), reply
+        return [f.content for f in protocol.result_of(show, reply).findings]
+
+    until(lambda: any("quokkafinch" in c for c in session()), "the transcript read to its end")
+    contents = session()
+    for i in range(DECISIONS):
+        word = _decision(i).split()[4]
+        assert sum(word in c for c in contents) == 1, (i, word, contents)
