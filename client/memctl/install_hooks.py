@@ -149,7 +149,7 @@ HOOK_SCRIPT = "memctl-hook"
 # teammate's older memoryd). Through `sh -c` whether or not the agent runs commands in a shell;
 # `$0` is memctl-hook, which is also how ``is_memctl_hook`` knows it.
 PROJECT_COMMAND = (
-    "sh -c 'command -v memctl-hook >/dev/null && exec memctl-hook \"$@\"; exec memctl hook \"$@\"'"
+    'sh -c \'command -v memctl-hook >/dev/null && exec memctl-hook "$@"; exec memctl hook "$@"\''
     " memctl-hook --agent {agent}"
 )
 
