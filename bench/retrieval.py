@@ -13,6 +13,7 @@ phase), and time to serve after a restart. Progress on stderr, table on stdout.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import itertools
 import json
@@ -36,6 +37,7 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.conftest import Daemon, Env, make_env
 
+import memoryd
 from memctl import protocol as p
 from memctl.transport import Client, DaemonUnavailable
 
@@ -48,7 +50,7 @@ QUIET = {"MEMORYD_LOGGING__FILE": "false", "MEMORYD_LOGGING__LEVEL": "warning"}
 LOGGED = {"MEMORYD_LOGGING__FILE": "true", "MEMORYD_LOGGING__LEVEL": "info"}
 COMMIT_S = {"MEMORYD_JOBS__INDEX_COMMIT_S": "5"}  # the product default (conftest uses 1 s)
 INJECT_P95_MS = {3_000: 2.0, 30_000: 5.0, 300_000: 10.0}
-MIN_INJECT_PER_S, MAX_RSS_MB, MAX_READY_S = 3_000.0, 80.0, 1.0
+MIN_INJECT_PER_S, MAX_RSS_MB, MAX_READY_S = 3_000.0, 80.0, 0.5
 
 # --------------------------------------------------------------------------- synthetic corpus
 
@@ -173,6 +175,14 @@ class Corpus:
 
 
 # --------------------------------------------------------------------------- daemon helpers
+
+
+def compile_bytecode() -> None:
+    """As an installed package has it (pip compiles on install): without cached bytecode, e.g.
+    under PYTHONDONTWRITEBYTECODE, every daemon start would also compile memoryd's ~200 modules
+    (~0.35 s of the ready time measured before this was done)."""
+    for package in (p, memoryd):
+        compileall.compile_dir(Path(package.__file__).parent.parent, quiet=1)
 
 
 def progress(message: str) -> None:
@@ -457,6 +467,7 @@ def main() -> int:
         parser.error("--sizes takes comma-separated integers")
     sizes = sizes or ([3_000, 30_000] if args.quick else [3_000, 30_000, 300_000])
     n_queries, per_client = (60, 200) if args.quick else (200, 1_500)
+    compile_bytecode()
     root = Path(tempfile.mkdtemp(prefix="memoryd-bench-retrieval-"))
     try:
         rows = [bench_size(root, size, n_queries, per_client) for size in sizes]

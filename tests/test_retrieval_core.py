@@ -402,3 +402,35 @@ def test_background_commits_take_a_slice_each_and_publish_when_settled(tmp_path:
     finally:
         index.close()
         store.close()
+
+
+def test_an_idle_writer_is_let_go_and_the_next_write_takes_a_fresh_one(tmp_path: Path) -> None:
+    """``release_writer`` (the index commit job, once idle) drops the writer only with nothing
+    uncommitted; the next write takes a new one (the old one's directory lock gone with it), and
+    both writes are searchable, also after a reopen."""
+    store = SqliteStore(tmp_path / "memory.db")
+    index = SearchIndex(tmp_path / "index")
+    try:
+        index.sync(store)
+        first = tuple(_entry(i, f"the cache layer {i} evicts rows") for i in range(3))
+        store.apply(EntriesImported(first), 1)
+        assert index.commit_in_background(store, limit=10) is True
+        assert index.release_writer() is False  # a commit runs: the writer is its own
+        index.settle(wait=True)
+        assert index.release_writer() is True and index.release_writer() is False
+        second = tuple(_entry(i, f"the cache layer {i} evicts rows") for i in range(3, 5))
+        store.apply(EntriesImported(second), 2)
+        index.sync(store)  # a fresh writer, once the released one has ended
+        hits = index.retrieve({"cache": 1.0}, scope="active", active_files=(), config=CFG, scan=9)
+        assert sorted(hits.ids([c.ref for c in hits.candidates])) == sorted(
+            e.id for e in first + second
+        )
+        assert index.release_writer() is True
+    finally:
+        index.close()  # with a release still under way: it waits for it
+    reopened = SearchIndex(tmp_path / "index")
+    try:
+        assert reopened.applied_seq == store.change_seq()
+    finally:
+        reopened.close()
+        store.close()

@@ -3,6 +3,10 @@
 Only the entry points (``memoryd.cli``, ``memoryd.app``) read configuration; everything else is
 handed the part it needs. ``config.example.toml`` is rendered from this model by
 ``render_example()`` and a test keeps the two equal.
+
+The model is pydantic's; pydantic-settings reads the environment and the file, and is imported
+only when there is one to read (``load``): it costs ~50 ms and ~7 MB of the daemon's start-up,
+which a daemon run with its defaults (the usual user service) does not pay.
 """
 
 from __future__ import annotations
@@ -23,12 +27,6 @@ from pydantic import (
     ValidationError,
     field_validator,
     model_validator,
-)
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
 from memoryd.core import instructions as core_instructions
@@ -322,10 +320,8 @@ class LoggingSettings(_Section):
     backups: int = Field(3, ge=0, le=100, description="Rotated log files kept (memoryd.log.1 …).")
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="MEMORYD_", env_nested_delimiter="__", extra="ignore", frozen=True
-    )
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     server: ServerSettings = ServerSettings()
     storage: StorageSettings = StorageSettings()
@@ -336,17 +332,6 @@ class Settings(BaseSettings):
     banks: BanksSettings = BanksSettings()
     instructions: InstructionsSettings = InstructionsSettings()
     logging: LoggingSettings = LoggingSettings()
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
 class ConfigError(ValueError):
@@ -365,18 +350,55 @@ def load(config_file: Path | None = None, **overrides: Any) -> Settings:
 
     if path.is_file():
         _check_names(path)
-
-    class _FromFile(Settings):
-        model_config = SettingsConfigDict(toml_file=path if path.is_file() else None)
-
     try:
-        loaded = _FromFile(**overrides)
+        if not path.is_file() and not _in_environment(os.environ):
+            return Settings(**overrides)  # defaults and the command line: nothing to read
+        loaded = _read_sources(path if path.is_file() else None, overrides)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, path, os.environ)) from exc
     except ValueError as exc:  # tomllib's TOMLDecodeError
         raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
     # Validated already; re-wrap as plain Settings (validation only, no sources read again).
     return Settings.model_validate(loaded.model_dump())
+
+
+def _in_environment(environ: Mapping[str, str]) -> bool:
+    """Whether a variable names a section (``MEMORYD_<SECTION>…``, in any case, as
+    pydantic-settings matches them); ``MEMORYD_SOCKET`` is the clients' too and no setting."""
+    prefixes = tuple(f"MEMORYD_{section}".upper() for section in Settings.model_fields)
+    return any(name.upper().startswith(prefixes) for name in environ)
+
+
+def _read_sources(toml_file: Path | None, overrides: dict[str, Any]) -> BaseModel:
+    """The settings as pydantic-settings reads them: ``overrides`` > environment > file."""
+    from pydantic_settings import (
+        BaseSettings,
+        PydanticBaseSettingsSource,
+        SettingsConfigDict,
+        TomlConfigSettingsSource,
+    )
+
+    class _FromSources(BaseSettings, Settings):
+        model_config = SettingsConfigDict(
+            env_prefix="MEMORYD_",
+            env_nested_delimiter="__",
+            extra="ignore",
+            frozen=True,
+            toml_file=toml_file,
+        )
+
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    return _FromSources(**overrides)
 
 
 def _check_names(path: Path) -> None:

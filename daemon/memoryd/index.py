@@ -35,6 +35,7 @@ from typing import Literal, assert_never
 import tantivy
 
 from memctl.protocol import Category, Entry, Status
+from memoryd import memtrim
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.errors import Unavailable
@@ -235,6 +236,15 @@ class IndexWriteFailed(Unavailable):
     last committed meanwhile."""
 
 
+def _let_go(writer: tantivy.IndexWriter) -> None:
+    """On the committer thread: wait for the writer's merges (its end drops it and its
+    memory), then give the heap that frees back to the system."""
+    try:
+        writer.wait_merging_threads()
+    finally:
+        memtrim.give_back()
+
+
 class SearchIndex:
     _writer: tantivy.IndexWriter | None
 
@@ -245,11 +255,13 @@ class SearchIndex:
         self.rebuild_reason: str | None = None
         self._rebuild: _Rebuild | None = None
         self._running: _Commit | None = None  # a commit in the background, until settled
+        self._releasing: Future[None] | None = None  # a writer let go, until its merges end
         # Called on the committer thread when a background commit ends (wakes the owner).
         self.on_committed: Callable[[], None] = lambda: None
         self._open()
 
     def _open(self) -> None:
+        self._released()
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             fresh = not tantivy.Index.exists(str(self.directory))
@@ -316,8 +328,10 @@ class SearchIndex:
 
     @property
     def _w(self) -> tantivy.IndexWriter:
-        """The writer, taken anew after a failed write let the last one go (``sync``)."""
+        """The writer, taken anew after a failed write or an idle spell let the last one go
+        (``sync``, ``release_writer``)."""
         if self._writer is None:
+            self._released()  # the last writer's lock on the directory goes with it
             self._writer = self._index.writer(self._heap, 1)
             self._writer.garbage_collect_files()  # what the failed commit left behind
         return self._writer
@@ -332,6 +346,24 @@ class SearchIndex:
         self._w.delete_documents_by_term("id", META_ID)
         meta = tantivy.Document(id=META_ID, seq=seq, schema_version=SCHEMA_VERSION)
         self._w.add_document(meta)
+
+    def release_writer(self) -> bool:
+        """Let the writer go while the index is idle: tantivy keeps the writer's indexing
+        memory (up to the heap it was given, and a thread) for as long as it lives, ~30 MB after
+        a big import. Only with nothing uncommitted (no commit running, no rebuild under way);
+        the next write takes a fresh writer (a few ms). Its merges end on the committer thread,
+        which then gives the freed heap back to the system. Returns whether one was let go."""
+        if self._writer is None or self._running is not None or self._rebuild is not None:
+            return False
+        writer, self._writer = self._writer, None
+        self._releasing = _COMMITTER.submit(lambda: _let_go(writer))
+        return True
+
+    def _released(self) -> None:
+        """Wait until a writer let go is gone (its merges waited for: they end in the index)."""
+        releasing, self._releasing = self._releasing, None
+        if releasing is not None:
+            releasing.exception()  # a merge that failed changes nothing committed
 
     @property
     def committing(self) -> bool:
@@ -659,3 +691,4 @@ class SearchIndex:
         if self._writer is not None:
             self._writer.wait_merging_threads()
         self._writer = None
+        self._released()

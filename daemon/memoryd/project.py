@@ -1043,6 +1043,8 @@ class ProjectMemory:
         if self.index.rebuilding or not self._settle_index(wait=False):
             return
         if self._changes == self._indexed:
+            # Idle since the last tick: the writer's memory goes back until the next write.
+            self.index.release_writer()
             return
         changes, unindexed = self._changes, len(self._unindexed)
         try:

@@ -924,10 +924,12 @@ class SqliteStore:
         return [(a, b) for a, b in rows]
 
     def open_conflicts(self) -> list[tuple[str, str, str, float]]:
+        # CROSS JOIN keeps the conflicts the outer loop: SQLite's planner would scan every
+        # entry otherwise (~16 ms at 30k, for usually no conflict at all; `status` asks).
         rows = self._conn.execute(
             "SELECT c.entry_a, c.entry_b, c.conflict_type, c.detected_at FROM conflicts c"
-            " JOIN entries a ON a.id = c.entry_a AND a.archived = 0"
-            " JOIN entries b ON b.id = c.entry_b AND b.archived = 0"
+            " CROSS JOIN entries a ON a.id = c.entry_a AND a.archived = 0"
+            " CROSS JOIN entries b ON b.id = c.entry_b AND b.archived = 0"
             " WHERE c.resolved_at IS NULL ORDER BY c.detected_at, c.entry_a, c.entry_b"
         )
         return [(a, b, kind, t) for a, b, kind, t in rows]
