@@ -55,6 +55,13 @@ class ServerSettings(_Section):
         le=100_000,
         description="Replies remembered per request id, so a client's retry is not applied twice.",
     )
+    readers: int = Field(
+        2,
+        ge=0,
+        le=32,
+        description="Threads that serve search and inject off the owner thread (0: the owner "
+        "serves them); each has its own database connection.",
+    )
 
 
 class StorageSettings(_Section):
