@@ -103,22 +103,23 @@ class Parked:
     ready: Callable[[], bool] | None = None
 
 
-_T = TypeVar("_T")
+_R = TypeVar("_R")
+_A = TypeVar("_A", bound=msgspec.Struct)
 
 
 @dataclass(frozen=True)
-class Deferred(Generic[_T]):
+class Deferred(Generic[_R, _A]):
     """Answer from a reader thread (``server/readers.py``): ``read`` runs there and touches no
     state of the owner's (it reads what the handler took for it on the owner thread: a
     searcher, a database connection of its own); ``finish`` runs back on the owner thread with
     what it returned, applies what the read left (accesses, latency) and gives the result.
     With no reader threads, both run at once on the owner thread."""
 
-    read: Callable[[], _T]
-    finish: Callable[[_T], msgspec.Struct]
+    read: Callable[[], _R]
+    finish: Callable[[_R], _A]
 
-    def run(self) -> msgspec.Struct:
+    def run(self) -> _A:
         return self.finish(self.read())
 
 
-Handler = Callable[[DaemonContext, Any], msgspec.Struct | Parked | Deferred[Any]]
+Handler = Callable[[DaemonContext, Any], msgspec.Struct | Parked | Deferred[Any, Any]]

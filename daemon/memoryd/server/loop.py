@@ -69,6 +69,9 @@ class Server:
         self._reply_cache: OrderedDict[str, bytes] = OrderedDict()
         self._reply_cache_size = reply_cache_size
         self._parked: list[_ParkedRequest] = []
+        # The envelope of each change (a hook) whose read a reader thread is serving, by id: a
+        # retry meanwhile gets the answer, and is not run a second time.
+        self._reading: dict[str, list[bytes]] = {}
         p.build_request_decoder()
         self.router = zctx.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
@@ -272,6 +275,11 @@ class Server:
                 "request", op=op, project=request.project, ms=_ms(started), outcome="replayed"
             )
             return
+        request_id = unique_id(request)
+        if request_id in self._reading:
+            self._reading[request_id] = envelope
+            self._log.info("request", op=op, project=request.project, outcome="rejoined")
+            return
         parked = self._parked_as(request)
         if parked is not None:
             # A client's retry of a request still waiting: the answer goes to the retry, and
@@ -320,10 +328,14 @@ class Server:
             return
         if isinstance(reply, Deferred):
             assert self.readers is not None
+            request_id = unique_id(request) if type(request).mutates else ""
+            if request_id:
+                self._reading[request_id] = envelope
 
             def done(job: ReadJob) -> None:
                 answer = self._finish(request, job)
-                self._answer(envelope, request, answer, started)
+                to = self._reading.pop(request_id, envelope) if request_id else envelope
+                self._answer(to, request, answer, started)
 
             self.readers.submit(ReadJob(reply, done))
             return
@@ -361,7 +373,7 @@ class Server:
 
     def _run(
         self, request: p.Request[Any], *, deferring: bool = False
-    ) -> p.Ok | p.Error | Parked | Deferred[Any]:
+    ) -> p.Ok | p.Error | Parked | Deferred[Any, Any]:
         """The handler's answer; a read it defers is run here unless ``deferring``."""
         try:
             if type(request).needs_project and not request.project_explicit:

@@ -28,7 +28,7 @@ class ReadJob:
     """One read handed to a reader thread; ``outcome`` is what ``deferred.read`` returned, or
     the exception it raised."""
 
-    deferred: Deferred[Any]
+    deferred: Deferred[Any, Any]
     on_done: Callable[[ReadJob], None]  # called on the owner thread (``collect``)
     outcome: Any = None
     failed: bool = False

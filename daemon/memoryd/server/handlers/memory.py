@@ -22,7 +22,7 @@ def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
     return ctx.registry.get(req.project).remember(req)
 
 
-def search(ctx: DaemonContext, req: p.Search) -> Deferred[p.SearchResult]:
+def search(ctx: DaemonContext, req: p.Search) -> Deferred[p.SearchResult, p.SearchResult]:
     project = ctx.registry.get(req.project)
     reader = project.reader("archived" if req.archive else "active_and_findings")
 
@@ -37,7 +37,7 @@ def search(ctx: DaemonContext, req: p.Search) -> Deferred[p.SearchResult]:
     return Deferred(read, finish)
 
 
-def inject(ctx: DaemonContext, req: p.Inject) -> Deferred[p.InjectResult]:
+def inject(ctx: DaemonContext, req: p.Inject) -> Deferred[p.InjectResult, p.InjectResult]:
     project = ctx.registry.get(req.project)
     reader = project.reader("active" if req.query.strip() else None)
 
