@@ -2,7 +2,8 @@
 
 Every change goes the same way: the pure core plans an event, the journal makes it durable, the
 store applies it in one transaction, and the index learns of it before the next search that
-needs it (``INDEX_MAY_LAG``). Only the owner thread calls into this class.
+needs it (``INDEX_MAY_LAG``). Only the owner thread calls into this class; a reader thread gets a
+``ProjectReader`` (``ProjectMemory.reader``) instead.
 """
 
 from __future__ import annotations
