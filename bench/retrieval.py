@@ -8,9 +8,9 @@ processes, daemon RSS (the most of any run; "restart" = a plain restart that ser
 phase), and time to serve after a restart. Progress on stderr, table on stdout.
 
 Then ``inject``/s from 1, 2, 4 and 8 client processes with the reads served on the owner thread
-(``server.readers`` 0: as before issue 12) and by the reader threads (the default), the two
-daemons taking turns for ``--rounds`` rounds: medians, and each one's ratio to the owner-thread
-figure of its own round. ``--sweep-only`` runs the import and this sweep alone.
+(``server.readers`` 0, the default) and by reader threads (2), the daemons taking turns for
+``--rounds`` rounds: medians, and each one's ratio to the owner-thread figure of its own round.
+``--sweep-only`` runs the import and this sweep alone.
 
     .venv/bin/python bench/retrieval.py [--sizes 3000,30000,300000] [--quick] [--json]
         [--sweep-only] [--clients 1,2,4,8] [--readers 0,2] [--rounds 3]
@@ -44,7 +44,6 @@ from tests.conftest import Daemon, Env, make_env
 
 from memctl import protocol as p
 from memctl.transport import Client, DaemonUnavailable
-from memoryd.config import ServerSettings
 
 SEED, WARMUP, CLIENTS, READY_RUNS = 20240611, 10, 8, 3
 CHUNK_BYTES = 3 * 1024 * 1024  # per Import request, under the 4 MiB frame limit
@@ -516,12 +515,11 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object, not a table")
     parser.add_argument("--sweep-only", action="store_true", help="import, then the sweep only")
     parser.add_argument("--clients", default="1,2,4,8", help="client processes to sweep")
-    default_readers = ServerSettings().readers
     parser.add_argument(
         "--readers",
-        default=f"0,{default_readers}",
-        help="server.readers settings to compare; the first is the baseline (default: 0 and "
-        f"the daemon's default, {default_readers})",
+        default="0,2",
+        help="server.readers settings to compare; the first is the baseline (0: the owner "
+        "thread serves every read, the daemon's default)",
     )
     parser.add_argument("--rounds", type=int, default=3, help="sweep rounds (medians)")
     args = parser.parse_args()

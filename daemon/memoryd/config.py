@@ -56,11 +56,12 @@ class ServerSettings(_Section):
         description="Replies remembered per request id, so a client's retry is not applied twice.",
     )
     readers: int = Field(
-        2,
+        0,
         ge=0,
         le=32,
-        description="Threads that serve search and inject off the owner thread (0: the owner "
-        "serves them); each has its own database connection.",
+        description="Threads that serve search, inject and the hook's payload off the owner "
+        "thread when reads overlap, each with its own database connection; 0: the owner serves "
+        "them. Off by default: on 2 busy cores they cost throughput (bench/retrieval.py).",
     )
 
 
