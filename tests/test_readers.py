@@ -59,6 +59,17 @@ def test_a_read_from_another_client_sees_every_acknowledged_write(served: Env) -
                 assert ids[-1] in injected["entries"], (word, injected)
                 found = _call(reader, p.Search(project=project, query=word))
                 assert [r["id"] for r in found["results"]] == [ids[-1]]
+            # A hook: its remember on the owner thread, its payload on a reader, which leaves
+            # out what the prompt just asked to keep and brings what memory held before.
+            prompt = "remember: the okapi ledger job pages the on-call person"
+            hooked = _call(
+                reader,
+                p.Hook(project=project, agent="claude", event="prompt", prompt=prompt),
+            )
+            [kept] = hooked["remembered"]
+            assert ids[1] in hooked["entries"] and kept not in hooked["entries"], hooked
+            again = _call(writer, p.Inject(project=project, query="okapi on-call person"))
+            assert kept in again["entries"], again
             _call(writer, p.Forget(project=project, target=ids[0], confirm=True))
             assert _call(reader, p.Search(project=project, query=WORDS[0]))["results"] == []
     finally:
@@ -70,5 +81,5 @@ def test_a_read_from_another_client_sees_every_acknowledged_write(served: Env) -
     with Client(endpoint=endpoint) as client:
         listed = _call(client, p.ListEntries(project=project, limit=100))["entries"]
     counts = {e["id"]: e["access_count"] for e in listed}
-    assert set(counts) == set(ids[1:])
+    assert set(counts) == {*ids[1:], kept}
     assert all(counts[i] >= 1 for i in ids[1:]), counts
