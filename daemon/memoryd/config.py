@@ -53,6 +53,14 @@ class ServerSettings(_Section):
         le=100_000,
         description="Replies remembered per request id, so a client's retry is not applied twice.",
     )
+    readers: int = Field(
+        0,
+        ge=0,
+        le=32,
+        description="Threads that serve search, inject and the hook's payload off the owner "
+        "thread when reads overlap, each with its own database connection; 0: the owner serves "
+        "them. Off by default: on 2 busy cores they cost throughput (bench/retrieval.py).",
+    )
 
 
 class StorageSettings(_Section):

@@ -569,6 +569,14 @@ class SearchIndex:
     def rebuilding(self) -> bool:
         return self._rebuild is not None
 
+    def searcher(self) -> tantivy.Searcher:
+        """The index as last committed and reloaded: a snapshot a reader thread searches (and
+        resolves its hits in) while the owner goes on writing and committing. Owner thread
+        only; a rebuild under way is finished first, as ``retrieve`` does."""
+        if self._rebuild is not None:
+            self.finish_rebuild()
+        return self._index.searcher()
+
     def retrieve(
         self,
         terms: Mapping[str, float],
@@ -577,12 +585,17 @@ class SearchIndex:
         active_files: Sequence[str],
         config: RetrievalConfig,
         scan: int,
+        searcher: tantivy.Searcher | None = None,
     ) -> Hits:
         """BM25 with field boosts over weighted terms, plus prefix and fuzzy matches, limited to
-        ``scan`` candidates of ``scope``, each with the metadata the pipeline scores on."""
-        if self._rebuild is not None:
-            self.finish_rebuild()
-        searcher = self._index.searcher()
+        ``scan`` candidates of ``scope``, each with the metadata the pipeline scores on.
+
+        ``searcher``: the index as ``searcher()`` took it on the owner thread, for a reader
+        thread (which must not finish a rebuild: the owner did before handing the read over)."""
+        if searcher is None:
+            if self._rebuild is not None:
+                self.finish_rebuild()
+            searcher = self._index.searcher()
         if not terms:
             return Hits(searcher, [])
         archived, findings = _scope_filter(scope)

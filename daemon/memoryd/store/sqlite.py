@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -181,15 +182,20 @@ class SqliteStore:
             raise _unavailable(path, exc) or StoreCorrupt(f"{path}: {exc}") from exc
 
     @classmethod
-    def read_only(cls, path: Path) -> SqliteStore:
+    def read_only(cls, path: Path, *, any_thread: bool = False) -> SqliteStore:
         """The database at ``path`` for reading only (``memctl projects`` on a project that is
-        not open): no migration, no write, a short lock wait. Raises ``StoreCorrupt`` when it
-        cannot be read or its schema is not this memoryd's."""
+        not open, a reader thread's connection): no migration, no write, a short lock wait.
+        ``any_thread``: usable from a thread other than the one that opened it, one thread at a
+        time (``ReadConnections``). Raises ``StoreCorrupt`` when it cannot be read or its schema
+        is not this memoryd's."""
         store = cls.__new__(cls)
         store.path = path
         try:
             store._conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+                f"{path.resolve().as_uri()}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=not any_thread,
             )
         except sqlite3.Error as exc:
             raise StoreCorrupt(f"{path}: {exc}") from exc
@@ -1025,3 +1031,39 @@ class SqliteStore:
         with contextlib.suppress(sqlite3.Error):
             self._conn.execute("PRAGMA optimize")
         self._conn.close()
+
+
+class ReadConnections:
+    """Read-only connections to one database for the reader threads (``server/readers.py``),
+    each lent to one thread at a time and kept for the next read. WAL lets them read while the
+    owner thread writes; each statement reads the last commit, so a reader sees every change
+    the owner acknowledged before it handed the read over. Closing closes the idle ones now
+    and those lent out when they come back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._idle: list[SqliteStore] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[SqliteStore]:
+        with self._lock:
+            store = self._idle.pop() if self._idle else None
+        if store is None:
+            store = SqliteStore.read_only(self.path, any_thread=True)
+        try:
+            yield store
+        finally:
+            with self._lock:
+                keep = not self._closed
+                if keep:
+                    self._idle.append(store)
+            if not keep:
+                store._conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed, idle, self._idle = True, self._idle, []
+        for store in idle:
+            store._conn.close()
