@@ -167,6 +167,11 @@ class RetrievalSettings(_Section):
     alias_weight: float = Field(
         _CORE_RETRIEVAL.alias_weight, ge=0, description="Weight of alias terms against query words."
     )
+    date_boost: float = Field(
+        _CORE_RETRIEVAL.date_boost,
+        ge=0,
+        description="Weight of query words naming the day an entry was written (0: off).",
+    )
     budget_ceiling: int = Field(
         DEFAULT_CEILING,
         ge=0,

@@ -58,6 +58,8 @@ class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
     fuzzy_min_length: int = 5
     prefix_min_length: int = 3
     alias_weight: float = 0.6
+    # Weight of a query word found in the day an item was written ("march", "2025"); 0: off.
+    date_boost: float = 1.0
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
