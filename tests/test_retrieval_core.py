@@ -113,6 +113,13 @@ def test_relative_threshold_drops_weak_results() -> None:
     assert [s.candidate.ref for s in ranked] == ["a", "b"]  # c is below 30% of the best
 
 
+def test_search_threshold_keeps_what_the_inject_cut_drops() -> None:
+    cands = [cand("a", 10.0), cand("b", 2.9), cand("c", 0.9)]
+    threshold = CFG.search_relative_threshold
+    ranked = retrieval.rank("q", cands, now=NOW, config=CFG, threshold=threshold)
+    assert [s.candidate.ref for s in ranked] == ["a", "b"]  # c is below 10% of the best
+
+
 def test_diversity_caps_each_session_at_two() -> None:
     cands = [cand(f"s{i}", 10.0 - i, session="one") for i in range(4)] + [cand("u", 5.0)]
     ranked = retrieval.rank("q", cands, now=NOW, config=CFG)

@@ -138,6 +138,12 @@ class RetrievalSettings(_Section):
         le=1,
         description="Drop results below this × best.",
     )
+    search_relative_threshold: float = Field(
+        _CORE_RETRIEVAL.search_relative_threshold,
+        ge=0,
+        le=1,
+        description="Drop search results below this × best (inject uses relative_threshold).",
+    )
     max_per_session: int = Field(
         _CORE_RETRIEVAL.max_per_session,
         ge=1,

@@ -72,6 +72,7 @@ class Recall:
         scope: SearchScope,
         files: Sequence[str],
         limit: int,
+        threshold: float | None = None,
     ) -> list[tuple[p.Entry | SessionFinding, float]]:
         config = self.config
         top_k, scan = config.top_k, config.max_candidate_scan
@@ -94,6 +95,7 @@ class Recall:
             reranker=self.reranker,
             top_k=max(top_k, wanted),
             limit=wanted,
+            threshold=threshold,
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
         found = project.lookup(ids)
@@ -123,6 +125,7 @@ class Recall:
             scope="archived" if req.archive else "active_and_findings",
             files=req.files,
             limit=req.k,
+            threshold=self.config.search_relative_threshold,
         )
         self._timed(started)
         return [_scored(item, score) for item, score in ranked]

@@ -48,6 +48,9 @@ class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_candidate_scan: int = 500
     top_k: int = 15
     relative_threshold: float = 0.3
+    # The same cut for ``search``, whose reader asked for k results and picks among them: the
+    # inject cut dropped answers a person wanted (bench/retrieval_quality.py).
+    search_relative_threshold: float = 0.1
     max_per_session: int = 2
     inject_top_n: int = 5
     # The relevance floor of ``inject --query``: an entry shares at least this many of the
@@ -213,10 +216,12 @@ def rank(
     reranker: Reranker | None = None,
     top_k: int | None = None,
     limit: int | None = None,
+    threshold: float | None = None,
 ) -> list[Scored]:
     """Score → rerank → top-k → relative threshold → per-session cap → first ``limit``.
 
-    ``top_k`` and ``limit`` default to the config's ``top_k`` and ``inject_top_n``.
+    ``top_k``, ``limit`` and ``threshold`` default to the config's ``top_k``, ``inject_top_n``
+    and ``relative_threshold``.
     """
     scored = sorted(
         _score_best(candidates, now, config, top_k or config.top_k),
@@ -228,7 +233,7 @@ def rank(
     scored = scored[: top_k or config.top_k]
     if not scored:
         return []
-    floor = scored[0].score * config.relative_threshold
+    floor = scored[0].score * (config.relative_threshold if threshold is None else threshold)
     kept = [s for s in scored if s.score >= floor]
     return diversify(kept, config.max_per_session)[: limit or config.inject_top_n]
 
