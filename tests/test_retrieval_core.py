@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -118,6 +119,28 @@ def test_search_threshold_keeps_what_the_inject_cut_drops() -> None:
     threshold = CFG.search_relative_threshold
     ranked = retrieval.rank("q", cands, now=NOW, config=CFG, threshold=threshold)
     assert [s.candidate.ref for s in ranked] == ["a", "b"]  # c is below 10% of the best
+
+
+def test_neighbours_of_a_strong_hit_rise_with_it() -> None:
+    # The question written a minute before its answer shares one weak word with the query; an
+    # entry as weak but written at another time, or in another session, or in the same import
+    # (the same instant), stays where BM25 put it.
+    t = NOW - 3600
+    cands = [
+        cand("answer", 10.0, created_at=t, session="s1"),
+        cand("other", 4.0, created_at=t - 86_400),
+        cand("question", 1.0, created_at=t - 60),
+        cand("far", 1.0, created_at=t - 86_400),
+        cand("same-instant", 1.0, created_at=t),
+        cand("other-session", 1.0, created_at=t + 30, session="s2"),
+    ]
+    ranked = retrieval.rank("q", cands, now=NOW, config=CFG, threshold=0.0, limit=10)
+    refs = [s.candidate.ref for s in ranked]
+    assert refs[:3] == ["answer", "question", "other"]
+    assert {"far", "same-instant", "other-session"} == set(refs[3:])
+    off = msgspec.structs.replace(CFG, neighbour_window_s=0.0)
+    plain = retrieval.rank("q", cands, now=NOW, config=off, threshold=0.0, limit=10)
+    assert [s.candidate.ref for s in plain][:2] == ["answer", "other"]
 
 
 def test_diversity_caps_each_session_at_two() -> None:

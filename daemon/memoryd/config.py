@@ -144,6 +144,20 @@ class RetrievalSettings(_Section):
         le=1,
         description="Drop search results below this × best (inject uses relative_threshold).",
     )
+    neighbour_window_s: float = Field(
+        _CORE_RETRIEVAL.neighbour_window_s,
+        ge=0,
+        description="Entries written this close to a strong hit rank near it (s; 0: off).",
+    )
+    neighbour_anchors: int = Field(
+        _CORE_RETRIEVAL.neighbour_anchors, ge=1, description="First results whose neighbours rise."
+    )
+    neighbour_share: float = Field(
+        _CORE_RETRIEVAL.neighbour_share,
+        ge=0,
+        le=1,
+        description="A neighbour ranks at least this × its strong hit's score.",
+    )
     max_per_session: int = Field(
         _CORE_RETRIEVAL.max_per_session,
         ge=1,

@@ -126,6 +126,7 @@ def _schema() -> tantivy.Schema:
     sb.add_integer_field("category_code", fast=True)
     sb.add_integer_field("status_code", fast=True)
     sb.add_float_field("updated_at", fast=True)
+    sb.add_float_field("created_at", fast=True)
     sb.add_integer_field("access_count", fast=True)
     sb.add_integer_field("session_key", fast=True)
     sb.add_integer_field("seq", stored=True)
@@ -184,6 +185,7 @@ def _doc(
         file_paths=" ".join(file_paths),
         category=category.replace("_", " "),
         when=when_words(created_at),
+        created_at=float(created_at),
         archived=int(archived),
         category_code=CATEGORY_CODES[category],
         status_code=STATUS_CODES[status],
@@ -604,6 +606,7 @@ class SearchIndex:
                 "updated_at",
                 "access_count",
                 "session_key",
+                "created_at",
             )
         }
         near = self._near_files(searcher, active_files, archived, scan) if active_files else set()
@@ -615,6 +618,7 @@ class SearchIndex:
             [int(v or 0) for v in columns["access_count"]],
             columns["session_key"],
         )
+        written = [float(v or 0.0) for v in columns["created_at"]]
         candidates = [
             Candidate(
                 ref=addr,
@@ -622,6 +626,7 @@ class SearchIndex:
                 category=CATEGORIES[cats[i]],
                 status=STATUSES[stats[i]],
                 updated_at=times[i],
+                created_at=written[i],
                 access_count=counts[i],
                 session=str(sessions[i]) if sessions[i] else None,
                 file_match=(addr.segment_ord, addr.doc) in near,

@@ -51,6 +51,12 @@ class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
     # The same cut for ``search``, whose reader asked for k results and picks among them: the
     # inject cut dropped answers a person wanted (bench/retrieval_quality.py).
     search_relative_threshold: float = 0.1
+    # Neighbours of a strong hit: an entry written within this many seconds of one of the
+    # first ``neighbour_anchors`` results (in the same session, when both name one) ranks at
+    # least ``neighbour_share`` of that result's score (``lift_neighbours``); 0 s: off.
+    neighbour_window_s: float = 120.0
+    neighbour_anchors: int = 2
+    neighbour_share: float = 0.5
     max_per_session: int = 2
     inject_top_n: int = 5
     # The relevance floor of ``inject --query``: an entry shares at least this many of the
@@ -76,6 +82,7 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     access_count: int
     session: str | None
     file_match: bool
+    created_at: float = 0.0
 
 
 class Scored(msgspec.Struct, frozen=True, kw_only=True):
@@ -228,6 +235,7 @@ def rank(
         key=lambda s: s.score,
         reverse=True,
     )
+    scored = lift_neighbours(scored, candidates, now, config)
     if reranker is not None:
         scored = list(reranker.rerank(query, scored))
     scored = scored[: top_k or config.top_k]
@@ -236,6 +244,46 @@ def rank(
     floor = scored[0].score * (config.relative_threshold if threshold is None else threshold)
     kept = [s for s in scored if s.score >= floor]
     return diversify(kept, config.max_per_session)[: limit or config.inject_top_n]
+
+
+def _near(a: Candidate, b: Candidate, window: float) -> bool:
+    """Written within ``window`` seconds of each other, not at the same instant (one import or
+    one promotion writes many unrelated entries at once), in the same session if both say."""
+    if a.session is not None and b.session is not None and a.session != b.session:
+        return False
+    return 0.0 < abs(a.created_at - b.created_at) <= window and a.created_at > 0 < b.created_at
+
+
+def lift_neighbours(
+    scored: list[Scored], candidates: Sequence[Candidate], now: float, config: RetrievalConfig
+) -> list[Scored]:
+    """Neighbours of a strong hit: what was written just before or after one of the first
+    results (the question before its answer, the cause before its fix) is its context. A
+    candidate near an anchor (``_near``) scores at least ``neighbour_share`` of the anchor's
+    score. Anchors are the first ``neighbour_anchors`` results scoring at least half the
+    best; only candidates the search found (sharing a query word) are lifted."""
+    window = config.neighbour_window_s
+    if window <= 0 or not scored:
+        return scored
+    best = scored[0].score
+    anchors = [s for s in scored[: config.neighbour_anchors] if s.score >= best / 2]
+    own = {id(s.candidate): s.score for s in scored}
+    lifted: dict[int, Scored] = {}
+    for c in candidates:
+        key = id(c)
+        if any(key == id(a.candidate) for a in anchors):
+            continue
+        lift = max(
+            (a.score * config.neighbour_share for a in anchors if _near(a.candidate, c, window)),
+            default=0.0,
+        )
+        mine = own.get(key)
+        if lift > (mine if mine is not None else 0.0):
+            lifted[key] = Scored(candidate=c, score=lift)
+    if not lifted:
+        return scored
+    merged = [lifted.pop(id(s.candidate), s) for s in scored] + list(lifted.values())
+    return sorted(merged, key=lambda s: s.score, reverse=True)
 
 
 def max_multiplier(config: RetrievalConfig) -> float:
