@@ -3,6 +3,7 @@ and BM25 ranking on small hand-made corpora through the real tantivy index."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import msgspec
@@ -16,7 +17,7 @@ from memoryd.core.events import EntriesImported
 from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
 from memoryd.core.recall.slo import SloMonitor
-from memoryd.index import SearchIndex
+from memoryd.index import SearchIndex, when_words
 from memoryd.store.sqlite import SqliteStore
 
 DAY = 86_400.0
@@ -429,6 +430,40 @@ def test_background_commits_take_a_slice_each_and_publish_when_settled(tmp_path:
         hits = index.retrieve({"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=9)
         assert sorted(hits.ids([c.ref for c in hits.candidates])) == [e.id for e in entries]
         assert index.commit_in_background(store, limit=3) is True and not index.committing
+    finally:
+        index.close()
+        store.close()
+
+
+def test_the_day_an_entry_was_written_is_searchable(tmp_path: Path) -> None:
+    # Two entries alike but for the day they were written (local noon, as a person dates it).
+    march = datetime(2025, 3, 5, 12).timestamp()
+    june = datetime(2025, 6, 11, 12).timestamp()
+    assert when_words(march) == "2025 march mar 03 05 wednesday"
+    store = SqliteStore(tmp_path / "memory.db")
+    entries = [
+        new_entry(
+            entry_id=f"{i:032x}",
+            content=f"Release notes drafted for the mobile app ({name})",
+            category="discovery",
+            status="confirmed",
+            now=NOW,
+            created_at=when,
+            source=Source(kind="user"),
+        )
+        for i, (name, when) in enumerate((("first", march), ("second", june)))
+    ]
+    store.apply(EntriesImported(tuple(entries)), 1)
+    index = SearchIndex(tmp_path / "index")
+    index.sync(store)
+    try:
+        assert _top(index, store, "release notes from March 2025", k=2) == ["Release"] * 2
+        for query, first in (("release notes in March", march), ("notes of 2025-06-11", june)):
+            terms = retrieval.expand(retrieval.keywords(query), {}, 0.6)
+            hits = index.retrieve(terms, scope="active", active_files=(), config=CFG, scan=10)
+            ranked = retrieval.rank(query, hits.candidates, now=NOW, config=CFG, limit=2)
+            assert ranked[0].candidate.created_at == first, query
+            assert ranked[0].score > ranked[1].score
     finally:
         index.close()
         store.close()
