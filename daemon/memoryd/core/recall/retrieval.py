@@ -266,20 +266,33 @@ def lift_neighbours(
     if window <= 0 or not scored:
         return scored
     best = scored[0].score
-    anchors = [s for s in scored[: config.neighbour_anchors] if s.score >= best / 2]
+    anchors = [
+        s
+        for s in scored[: config.neighbour_anchors]
+        if s.score >= best / 2 and s.candidate.created_at > 0
+    ]
+    if not anchors:
+        return scored
+    # One pass of plain comparisons over the candidates (up to the scan, 500), then the
+    # few inside a window are looked at closely.
+    near: dict[int, Candidate] = {}
+    for a in anchors:
+        at = a.candidate.created_at
+        lo, hi = at - window, at + window
+        near.update(
+            (id(c), c) for c in candidates if lo <= c.created_at <= hi and c.created_at != at
+        )
+    if not near:
+        return scored
     own = {id(s.candidate): s.score for s in scored}
     lifted: dict[int, Scored] = {}
-    for c in candidates:
-        key = id(c)
-        if any(key == id(a.candidate) for a in anchors):
-            continue
+    for c in near.values():
         lift = max(
             (a.score * config.neighbour_share for a in anchors if _near(a.candidate, c, window)),
             default=0.0,
         )
-        mine = own.get(key)
-        if lift > (mine if mine is not None else 0.0):
-            lifted[key] = Scored(candidate=c, score=lift)
+        if lift > own.get(id(c), 0.0):
+            lifted[id(c)] = Scored(candidate=c, score=lift)
     if not lifted:
         return scored
     merged = [lifted.pop(id(s.candidate), s) for s in scored] + list(lifted.values())
