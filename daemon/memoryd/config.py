@@ -144,6 +144,26 @@ class RetrievalSettings(_Section):
         le=1,
         description="Drop results below this × best.",
     )
+    search_relative_threshold: float = Field(
+        _CORE_RETRIEVAL.search_relative_threshold,
+        ge=0,
+        le=1,
+        description="Drop search results below this × best (inject uses relative_threshold).",
+    )
+    neighbour_window_s: float = Field(
+        _CORE_RETRIEVAL.neighbour_window_s,
+        ge=0,
+        description="Entries written this close to a strong hit rank near it (s; 0: off).",
+    )
+    neighbour_anchors: int = Field(
+        _CORE_RETRIEVAL.neighbour_anchors, ge=1, description="First results whose neighbours rise."
+    )
+    neighbour_share: float = Field(
+        _CORE_RETRIEVAL.neighbour_share,
+        ge=0,
+        le=1,
+        description="A neighbour ranks at least this × its strong hit's score.",
+    )
     max_per_session: int = Field(
         _CORE_RETRIEVAL.max_per_session,
         ge=1,
@@ -172,6 +192,11 @@ class RetrievalSettings(_Section):
     )
     alias_weight: float = Field(
         _CORE_RETRIEVAL.alias_weight, ge=0, description="Weight of alias terms against query words."
+    )
+    date_boost: float = Field(
+        _CORE_RETRIEVAL.date_boost,
+        ge=0,
+        description="Weight of query words naming the day an entry was written (0: off).",
     )
     budget_ceiling: int = Field(
         DEFAULT_CEILING,

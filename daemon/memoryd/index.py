@@ -21,6 +21,7 @@ on meanwhile; ``sync`` waits for a running commit first.
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import hashlib
 import posixpath
@@ -29,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Literal, assert_never
 
@@ -46,7 +48,7 @@ from memoryd.worker import Worker
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 # What a search looks through: the active entries; those and the session findings not promoted
@@ -115,6 +117,7 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("tags", tokenizer_name=ANALYZER)
     sb.add_text_field("file_paths")
     sb.add_text_field("category")
+    sb.add_text_field("when", index_option="freq")  # the day it was said: when_words
     # Exact paths and their directories, for file affinity.
     sb.add_text_field("paths_exact", tokenizer_name="raw", index_option="basic")
     sb.add_text_field("dirs", tokenizer_name="raw", index_option="basic")
@@ -124,6 +127,7 @@ def _schema() -> tantivy.Schema:
     sb.add_integer_field("category_code", fast=True)
     sb.add_integer_field("status_code", fast=True)
     sb.add_float_field("updated_at", fast=True)
+    sb.add_float_field("created_at", fast=True)
     sb.add_integer_field("access_count", fast=True)
     sb.add_integer_field("session_key", fast=True)
     sb.add_integer_field("seq", stored=True)
@@ -137,6 +141,19 @@ def session_key(session_id: str | None) -> int:
         return 0
     digest = hashlib.blake2b(session_id.encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") >> 2) or 1
+
+
+def when_words(created_at: float) -> str:
+    """The day an item was written, in the words a question names a day by: year, month by name,
+    short name and number, day and weekday ("2025 march mar 03 05 wednesday"), local time. A
+    question "what did we decide in March 2025" or "on 2025-03-05" then matches it."""
+    if created_at <= 0:
+        return ""
+    day = datetime.fromtimestamp(created_at)
+    return (
+        f"{day.year} {calendar.month_name[day.month]} {calendar.month_abbr[day.month]} "
+        f"{day.month:02d} {day.day:02d} {calendar.day_name[day.weekday()]}"
+    ).lower()
 
 
 def directories(path: str) -> list[str]:
@@ -157,6 +174,7 @@ def _doc(
     updated_at: float,
     access_count: int,
     session_id: str | None,
+    created_at: float = 0.0,
 ) -> tantivy.Document:
     """One searchable document: text fields for BM25 and the metadata columns scoring reads."""
     doc = tantivy.Document(
@@ -167,6 +185,8 @@ def _doc(
         tags=" ".join(tags),
         file_paths=" ".join(file_paths),
         category=category.replace("_", " "),
+        when=when_words(created_at),
+        created_at=float(created_at),
         archived=int(archived),
         category_code=CATEGORY_CODES[category],
         status_code=STATUS_CODES[status],
@@ -324,6 +344,7 @@ class SearchIndex:
             updated_at=entry.updated_at,
             access_count=entry.access_count,
             session_id=entry.source.session_id,
+            created_at=entry.created_at,
         )
 
     @property
@@ -612,6 +633,7 @@ class SearchIndex:
                 "updated_at",
                 "access_count",
                 "session_key",
+                "created_at",
             )
         }
         near = self._near_files(searcher, active_files, archived, scan) if active_files else set()
@@ -623,6 +645,7 @@ class SearchIndex:
             [int(v or 0) for v in columns["access_count"]],
             columns["session_key"],
         )
+        written = [float(v or 0.0) for v in columns["created_at"]]
         candidates = [
             Candidate(
                 ref=addr,
@@ -630,6 +653,7 @@ class SearchIndex:
                 category=CATEGORIES[cats[i]],
                 status=STATUSES[stats[i]],
                 updated_at=times[i],
+                created_at=written[i],
                 access_count=counts[i],
                 session=str(sessions[i]) if sessions[i] else None,
                 file_match=(addr.segment_ord, addr.doc) in near,
@@ -655,6 +679,8 @@ class SearchIndex:
                 distance = 1 if len(term) >= config.fuzzy_min_length else 0
                 loose = Q.fuzzy_term_query(self._schema, "content_raw", term, distance, True, True)
                 should.append((Occur.Should, Q.boost_query(loose, LOOSE_MATCH_BOOST * weight)))
+            if (date := self._date_clause(term, weight, config)) is not None:
+                should.append((Occur.Should, date))
         archived_filter = Q.const_score_query(
             Q.term_query(self._schema, "archived", int(archived)), 0.0
         )
@@ -663,6 +689,16 @@ class SearchIndex:
             entries_only = Q.term_query(self._schema, "kind", "entry")
             clauses.append((Occur.Must, Q.const_score_query(entries_only, 0.0)))
         return Q.boolean_query(clauses)
+
+    def _date_clause(
+        self, term: str, weight: float, config: RetrievalConfig
+    ) -> tantivy.Query | None:
+        """A query word against the day an item was written (``when_words``): "march", "2025".
+        Aliases stay out, as from the category."""
+        if config.date_boost <= 0 or weight < 1.0:
+            return None
+        exact = tantivy.Query.term_query(self._schema, "when", term)
+        return tantivy.Query.boost_query(exact, config.date_boost * weight)
 
     def _near_files(
         self, searcher: tantivy.Searcher, files: Sequence[str], archived: bool, scan: int

@@ -77,6 +77,7 @@ class Recall:
         scope: SearchScope,
         files: Sequence[str],
         limit: int,
+        threshold: float | None = None,
     ) -> list[tuple[p.Entry | SessionFinding, float]]:
         config = self.config
         top_k, scan = config.top_k, config.max_candidate_scan
@@ -99,6 +100,7 @@ class Recall:
             reranker=self.reranker,
             top_k=max(top_k, wanted),
             limit=wanted,
+            threshold=threshold,
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
         found = project.lookup(ids)
@@ -142,6 +144,7 @@ class Recall:
             scope="archived" if req.archive else "active_and_findings",
             files=req.files,
             limit=req.k,
+            threshold=self.config.search_relative_threshold,
         )
         self._timed(started, project)
         return [_scored(item, score) for item, score in ranked]
