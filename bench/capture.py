@@ -4,10 +4,12 @@ Throughput, in process: per agent, the real transcripts in shared/samples/ are r
 large transcript (a third of ``--size-mb`` each; ids rewritten per copy, so every copy is a
 distinct session with distinct messages and tool calls). Median of 3 runs of: the floor
 (``msgspec.json.decode`` of every line, as the parsers do; ``json.loads`` beside it), parse only
-(``parse_line``), the pipeline as the daemon runs it (``CaptureService.file_changed`` on the file:
-read, parse, and every 10 messages ``extract`` with redaction over the new messages plus 40 of
-context; the journal and SQLite commit are stubbed out), the same with each message extracted
-once (one checkpoint at the end), and redaction alone over the message texts.
+(``parse_line``), the pipeline as the daemon runs it (``CaptureService.file_changed`` on the file,
+then ``work_backlog`` until it is read: a 256 KB slice per step, parse, and every 10 messages a
+checkpoint that feeds the new messages to the session's extractor, redacting what it finds; the
+journal and SQLite commit are stubbed out), the same with one checkpoint at the end, and
+redaction alone over the message texts; and the steps: how many, and the longest (what one loop
+turn of the owner thread spends on the file, commit excluded).
 
 Latency, against a real daemon (private HOME and XDG dirs, as tests/conftest.py): a Claude
 transcript in the watched ~/.claude/projects gets N assistant lines, one at a time, each with a
@@ -103,9 +105,10 @@ def build(samples: Path, agent: Agent, target: int, out: Path) -> list[tuple[int
     return lines
 
 
-def pipeline(agent: Agent, path: Path, every: int) -> int:
+def pipeline(agent: Agent, path: Path, every: int, steps: list[float] | None = None) -> int:
     """The daemon's capture of one changed file, minus the commit (journal + SQLite, not
-    measured); returns the findings recorded."""
+    measured); returns the findings recorded. ``steps`` gets the seconds of each step (what one
+    loop turn of the owner thread spends on the file: a slice)."""
     found: list[SessionFinding] = []
     project = SimpleNamespace(
         root=path.parent,
@@ -119,7 +122,15 @@ def pipeline(agent: Agent, path: Path, every: int) -> int:
                              rules=DEFAULT_RULES, checkpoint_every=every)  # fmt: skip
     # Attached up front, as a hook does when the records name no cwd (Gemini's do not).
     service._open(str(path), agent).project_root = str(project.root)
-    service.file_changed(str(path), agent)
+    started = time.perf_counter()
+    more = service.file_changed(str(path), agent) is not None and service.backlog_pending()
+    while more:  # the rest, a slice per loop turn as the daemon reads it
+        if steps is not None:
+            steps.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        more = service.work_backlog()
+    if steps is not None:
+        steps.append(time.perf_counter() - started)
     return len(found)
 
 
@@ -158,14 +169,22 @@ def throughput(samples: Path, root: Path, size_mb: float) -> list[dict]:
             "once": timed(pipeline, agent, path, ONCE_EVERY),
             "redact": timed(each, redaction.redact, texts),
         }
+        steps: list[float] = []
+        findings = pipeline(agent, path, SERVICE_EVERY, steps)
         rows.append(dict(agent=agent, bytes=path.stat().st_size, lines=len(lines),
                          messages=len(kept), text_bytes=sum(len(t.encode()) for t in texts),
-                         findings=pipeline(agent, path, SERVICE_EVERY), seconds=secs))  # fmt: skip
+                         findings=findings, seconds=secs, steps=len(steps),
+                         step_p50_ms=statistics.median(steps) * 1000,
+                         step_max_ms=max(steps) * 1000))  # fmt: skip
     total = {k: sum(r[k] for r in rows) for k in ("bytes", "lines", "messages", "text_bytes")}
     secs = {k: sum(r["seconds"][k] for r in rows) for k in rows[0]["seconds"]}
-    rows.append(
-        dict(agent="overall", findings=sum(r["findings"] for r in rows), seconds=secs, **total)
-    )
+    longest = {
+        "steps": sum(r["steps"] for r in rows),
+        "step_max_ms": max(r["step_max_ms"] for r in rows),
+        "step_p50_ms": max(r["step_p50_ms"] for r in rows),
+    }
+    overall = dict(agent="overall", findings=sum(r["findings"] for r in rows), seconds=secs)
+    rows.append(overall | total | longest)
     for r in rows:
         r["mbps"] = {k: r["bytes"] / MB / s for k, s in r["seconds"].items()}
         r["text_mbps"] = {k: r["text_bytes"] / MB / s for k, s in r["seconds"].items()}
@@ -257,6 +276,8 @@ COLUMNS = (
     ("each msg once", _cell("once")),
     ("redact only", _cell("redact", text=True)),
     ("findings", lambda r: f"{r['findings']:,}"),
+    ("steps", lambda r: f"{r['steps']:,}"),
+    ("step p50/max ms", lambda r: f"{r['step_p50_ms']:.0f}/{r['step_max_ms']:.0f}"),
 )
 
 

@@ -3,12 +3,13 @@
 ``python -c pass`` is the floor of any Python command (the interpreter's start-up, this venv's
 site included); the pyzmq floor is a bare ``python -c`` that imports only zmq + stdlib and does
 one ``hello`` round trip. The hook is timed as an agent runs it, with a realistic
-UserPromptSubmit on stdin, three ways: ``memctl-hook`` (what ``install-hooks`` writes),
-``memctl hook`` (pip's console script, which imports ``re``) and the old path
-(``MEMCTL_HOOK_TRANSPORT=pyzmq``: argparse, msgspec, pyzmq, as before the wire client). The three
-must print the same bytes (checked before timing). Issue 12's target: the hook within 2.0x of
-``python -c pass``. Runs against a real daemon on a private socket with private XDG dirs, as
-tests/conftest.py does.
+UserPromptSubmit on stdin, four ways: ``memctl-hook`` (what ``install-hooks`` writes in the
+user's settings), the project settings' command (``memctl-hook`` from PATH through ``sh -c``,
+which falls back to ``memctl hook``), ``memctl hook`` (pip's console script, which imports
+``re``) and the old path (``MEMCTL_HOOK_TRANSPORT=pyzmq``: argparse, msgspec, pyzmq, as before
+the wire client). All must print the same bytes (checked before timing). Issue 12's target:
+the hook within 2.0x of ``python -c pass``. Runs against a real daemon on a private socket with
+private XDG dirs, as tests/conftest.py does.
 
     /tmp/venv/bin/python bench/client_latency.py [--runs N] [--json]
 """
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.conftest import BIN, Daemon, Env, make_env, memctl
 
 from memctl import protocol
+from memctl.install_hooks import PROJECT_COMMAND
 
 WARMUP = 2
 SEED_ENTRIES = 200
@@ -77,8 +79,9 @@ def wait_indexed(env: Env) -> None:
 
 PASS = "python -c pass"
 FLOOR = "pyzmq floor"
-HOOKS = ("memctl-hook", "memctl hook", "hook, old path")
+HOOKS = ("memctl-hook", "project hook", "memctl hook", "hook, old path")
 OLD_PATH = {"MEMCTL_HOOK_TRANSPORT": "pyzmq"}
+ON_PATH = {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def commands(env: Env) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -91,6 +94,9 @@ def commands(env: Env) -> dict[str, tuple[list[str], dict[str, str]]]:
         "memctl search": ([str(BIN / "memctl"), "search", QUERY], {}),
         # What an agent runs on every prompt: the hook answers with the memory payload.
         "memctl-hook": ([str(BIN / "memctl-hook"), *hook[1:]], {}),
+        # The command a project's shared settings hold, as an agent's shell runs it: memctl-hook
+        # from PATH, through `sh -c` (its fallback to `memctl hook` for an older memoryd).
+        "project hook": (["/bin/sh", "-c", PROJECT_COMMAND.format(agent="claude")], ON_PATH),
         "memctl hook": ([str(BIN / "memctl"), *hook], {}),
         "hook, old path": ([str(BIN / "memctl"), *hook], OLD_PATH),
     }
@@ -134,7 +140,7 @@ def timed(argv: list[str], env: Env, extra: dict[str, str], stdin: bytes | None)
 
 
 def check_hooks_agree(env: Env) -> int:
-    """The three hook paths print the same bytes, and not nothing (a hook that failed fast would
+    """The hook paths print the same bytes, and not nothing (a hook that failed fast would
     look fast). Repeated until the answer is steady: the first prompts change what the next ones
     get (access counts), so each path is compared with the answers just before and after it."""
     cmds = commands(env)
@@ -189,7 +195,7 @@ def summarize(samples: dict[str, list[float]], answer_bytes: int) -> dict:
 
 def print_table(summary: dict) -> None:
     print(f"python {summary['python']}, cpu_count {summary['cpu_count']}")
-    print(f"the three hook paths printed the same {summary['hook_answer_bytes']} bytes")
+    print(f"the hook paths printed the same {summary['hook_answer_bytes']} bytes")
     print("note: on this noisy 2-core machine compare ratios, not absolute times\n")
     header = (
         f"{'case':<15} | runs | median ms |   p95 ms | x python -c pass | x pyzmq floor (medians)"

@@ -1,9 +1,10 @@
 """Benchmark: how long a probe client waits for ``status`` while another client sends each hostile
 size of issue 10 (acceptance 2: the probe answered within 0.5 s every time).
 
-Attacks, one after another on one daemon: a 256 KB remember, a 256 KB import line, a 5 MB
-transcript appended to a watched transcript (timed until ``status`` counts all its messages
-read), a bank update with 2,000 ``##`` sections, a 256 KB hook prompt. A probe thread sends
+Attacks, one after another on one daemon: a 256 KB remember, a 256 KB import line, a 5 MB and a
+50 MB transcript appended to a watched transcript (timed until ``status`` counts all its
+messages read), a bank update with 2,000 ``##`` sections, one with 2,000 history items holding
+fenced code, a 256 KB hook prompt. A probe thread sends
 ``status`` back to back, each on a fresh connection as memctl does, from the attack's start to
 its end; the table gives per attack the attack's own duration and the probe's p50, p99 and max,
 with a quiet row (no attack, same duration as the longest attack up to 5 s) as the baseline
@@ -63,19 +64,27 @@ def import_line_256k(env: Env) -> None:
 
 
 def transcript_5mb(env: Env) -> None:
+    _transcript(env, 5, SESSION)
+
+
+def transcript_50mb(env: Env) -> None:
+    _transcript(env, 50, str(uuid.UUID(int=int(SESSION.replace("-", ""), 16) + 1)))
+
+
+def _transcript(env: Env, mb: int, session: str) -> None:
     folder = env.home / ".claude/projects" / ("-" + str(env.project).strip("/").replace("/", "-"))
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{SESSION}.jsonl"
+    path = folder / f"{session}.jsonl"
     text = _words(2 * KB, 3)
     before = _messages(env)
     with open(path, "a", encoding="utf-8") as fh:
         n, size = 0, 0
-        while size < 5 * KB * KB:
+        while size < mb * KB * KB:
             role = "user" if n % 2 == 0 else "assistant"
             content: Any = text if role == "user" else [{"type": "text", "text": text}]
             record = {
                 "type": role,
-                "sessionId": SESSION,
+                "sessionId": session,
                 "cwd": str(env.project),
                 "uuid": f"u{n}",
                 "timestamp": "2026-11-21T10:00:00Z",
@@ -106,6 +115,17 @@ def bank_2000_sections(env: Env) -> None:
     _call(env, request)
 
 
+def bank_2000_fenced_items(env: Env) -> None:
+    items = "".join(f"- change {i}\n  ```\n  code {i}\n  ```\n" for i in range(2000))
+    request = protocol.BankUpdate(
+        id=uuid.uuid4().hex,
+        project=str(env.project),
+        name="activeContext.md",
+        content="## Recent Changes\n\n" + items,
+    )
+    _call(env, request)
+
+
 def hook_prompt_256k(env: Env) -> None:
     prompt = _words(262_144, 4)
     _call(
@@ -117,7 +137,9 @@ ATTACKS: list[tuple[str, Callable[[Env], None]]] = [
     ("remember 256 KB", remember_256k),
     ("import line 256 KB", import_line_256k),
     ("transcript 5 MB", transcript_5mb),
+    ("transcript 50 MB", transcript_50mb),
     ("bank update 2,000 ##", bank_2000_sections),
+    ("bank update 2,000 ```", bank_2000_fenced_items),
     ("hook prompt 256 KB", hook_prompt_256k),
 ]
 

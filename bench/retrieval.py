@@ -7,12 +7,19 @@ the socket (a memctl Client: a new DEALER per call, as a hook does), ``inject``/
 processes, daemon RSS (the most of any run; "restart" = a plain restart that served the latency
 phase), and time to serve after a restart. Progress on stderr, table on stdout.
 
-    /tmp/venv/bin/python bench/retrieval.py [--sizes 3000,30000,300000] [--quick] [--json]
+Then ``inject``/s from 1, 2, 4 and 8 client processes with the reads served on the owner thread
+(``server.readers`` 0, the default) and by reader threads (2), the daemons taking turns for
+``--rounds`` rounds: medians, and each one's ratio to the owner-thread figure of its own round.
+``--sweep-only`` runs the import and this sweep alone.
+
+    .venv/bin/python bench/retrieval.py [--sizes 3000,30000,300000] [--quick] [--json]
+        [--sweep-only] [--clients 1,2,4,8] [--readers 0,2] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import itertools
 import json
@@ -36,6 +43,7 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.conftest import Daemon, Env, make_env
 
+import memoryd
 from memctl import protocol as p
 from memctl.transport import Client, DaemonUnavailable
 
@@ -48,7 +56,7 @@ QUIET = {"MEMORYD_LOGGING__FILE": "false", "MEMORYD_LOGGING__LEVEL": "warning"}
 LOGGED = {"MEMORYD_LOGGING__FILE": "true", "MEMORYD_LOGGING__LEVEL": "info"}
 COMMIT_S = {"MEMORYD_JOBS__INDEX_COMMIT_S": "5"}  # the product default (conftest uses 1 s)
 INJECT_P95_MS = {3_000: 2.0, 30_000: 5.0, 300_000: 10.0}
-MIN_INJECT_PER_S, MAX_RSS_MB, MAX_READY_S = 3_000.0, 80.0, 1.0
+MIN_INJECT_PER_S, MAX_RSS_MB, MAX_READY_S = 3_000.0, 80.0, 0.5
 
 # --------------------------------------------------------------------------- synthetic corpus
 
@@ -175,6 +183,14 @@ class Corpus:
 # --------------------------------------------------------------------------- daemon helpers
 
 
+def compile_bytecode() -> None:
+    """As an installed package has it (pip compiles on install): without cached bytecode, e.g.
+    under PYTHONDONTWRITEBYTECODE, every daemon start would also compile memoryd's ~200 modules
+    (~0.35 s of the ready time measured before this was done)."""
+    for package in (p, memoryd):
+        compileall.compile_dir(Path(package.__file__).parent.parent, quiet=1)
+
+
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -296,13 +312,13 @@ def _worker(address: str, project: str, queries: list, count: int, barrier, resu
     ctx.destroy(linger=0)
 
 
-def throughput(env: Env, queries: list, count: int) -> dict:
-    """``CLIENTS`` processes, each its own context and persistent DEALER, in a closed loop of
+def throughput(env: Env, queries: list, count: int, clients: int = CLIENTS) -> dict:
+    """``clients`` processes, each its own context and persistent DEALER, in a closed loop of
     ``count`` injects (or ``THROUGHPUT_MAX_S``, whichever ends first)."""
     spawn = mp.get_context("spawn")
-    barrier, results = spawn.Barrier(CLIENTS), spawn.Queue()
+    barrier, results = spawn.Barrier(clients), spawn.Queue()
     args = (f"ipc://{env.socket}", str(env.project), queries, count, barrier, results)
-    procs = [spawn.Process(target=_worker, args=args, daemon=True) for _ in range(CLIENTS)]
+    procs = [spawn.Process(target=_worker, args=args, daemon=True) for _ in range(clients)]
     try:
         for proc in procs:
             proc.start()
@@ -363,27 +379,63 @@ def restart_phase(env: Env, search0: p.Search, queries: list) -> tuple[dict, dic
     return row, server
 
 
+def sweep_phase(
+    env: Env, search0: p.Search, queries: list, per_client: int, sweep: Sweep
+) -> dict[str, list[float]]:
+    """inject/s per (readers, clients), ``sweep.rounds`` times: a daemon per readers setting
+    per round, the settings taking turns, each warmed up by a search (opens the project)."""
+    found: dict[str, list[float]] = {}
+    for turn in range(sweep.rounds):
+        for readers in sweep.readers:
+            with running(env, QUIET | COMMIT_S | {"MEMORYD_SERVER__READERS": str(readers)}) as (
+                client,
+                _,
+            ):
+                timed(client, search0)
+                latency(client, env, queries[:WARMUP])
+                for clients in sweep.clients:
+                    rate = throughput(env, queries, per_client, clients)["inject_per_s"]
+                    found.setdefault(f"{readers}/{clients}", []).append(rate)
+                    progress(
+                        f"  round {turn + 1}: readers {readers}, {clients} clients: "
+                        f"{rate:,.0f} inject/s"
+                    )
+    return found
+
+
+class Sweep:
+    def __init__(self, clients: list[int], readers: list[int], rounds: int) -> None:
+        self.clients, self.readers, self.rounds = clients, readers, rounds
+
+
 def pcts(values: list[float], qs: tuple[int, ...] = (50, 95, 99)) -> dict[str, float]:
     ordered = sorted(values)  # nearest rank, as in client_latency.py
     return {f"p{q}": round(ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1], 3) for q in qs}
 
 
-def bench_size(root: Path, size: int, n_queries: int, per_client: int) -> dict:
+def bench_size(
+    root: Path, size: int, n_queries: int, per_client: int, sweep: Sweep, sweep_only: bool
+) -> dict:
     env, corpus = make_env(root / f"n{size}"), Corpus(SEED)
     queries = corpus.queries(n_queries + WARMUP)  # drawn first: the same queries at every size
     search0 = p.Search(project=str(env.project), query=queries[WARMUP][0])
     try:
         progress(f"{size:,}: loading")
         row, slug = load_phase(env, corpus, size, search0)
-        progress(f"{size:,}: catch-up {row['catchup_s']:.2f} s; deleting index/ and restarting")
-        shutil.rmtree(env.data / "projects" / slug / "index")
-        served, socket = serve_phase(env, search0, queries, per_client)
-        progress(f"{size:,}: {READY_RUNS} restarts for ready times; server-side latency")
-        restarted, server = restart_phase(env, search0, queries)
+        if not sweep_only:
+            progress(f"{size:,}: catch-up {row['catchup_s']:.2f} s; deleting index/, restarting")
+            shutil.rmtree(env.data / "projects" / slug / "index")
+            served, socket = serve_phase(env, search0, queries, per_client)
+            progress(f"{size:,}: {READY_RUNS} restarts for ready times; server-side latency")
+            restarted, server = restart_phase(env, search0, queries)
+        progress(f"{size:,}: inject/s by readers and clients, {sweep.rounds} rounds")
+        rates = sweep_phase(env, search0, queries, per_client, sweep)
     finally:
         shutil.rmtree(env.vars["XDG_RUNTIME_DIR"], ignore_errors=True)
         shutil.rmtree(env.root, ignore_errors=True)
-    row = {"entries": size, **row, **served, **restarted}
+    if sweep_only:
+        return {"entries": size, **row, "sweep": rates}
+    row = {"entries": size, **row, **served, **restarted, "sweep": rates}
     row["rss_mb"] = max(v for k, v in row.items() if k.startswith("rss_after"))
     for op in ("inject", "search"):
         if len(server[op]) != n_queries:
@@ -445,29 +497,72 @@ def print_table(summary: dict) -> None:
         )
 
 
+def print_sweep(summary: dict) -> None:
+    """inject/s medians per readers setting and client count; × is the median over rounds of
+    each figure's ratio to the first readers setting's (the owner thread's) in its round."""
+    readers, clients = summary["readers"], summary["clients"]
+    base = readers[0]
+    print(f"\ninject/s by client processes, median of {summary['rounds']} rounds", end="")
+    print(f" (x: ratio to readers={base} in the same round)")
+    header = "entries | readers | " + " | ".join(f"{c:>2} clients" for c in clients)
+    print(f"{header}\n{'-' * len(header)}")
+    for r in summary["rows"]:
+        sweep = r["sweep"]
+        for n in readers:
+            cells = []
+            for c in clients:
+                rates, before = sweep[f"{n}/{c}"], sweep[f"{base}/{c}"]
+                ratio = statistics.median(a / b for a, b in zip(rates, before, strict=True))
+                cell = f"{statistics.median(rates):,.0f}"
+                cells.append(cell if n == base else f"{cell} {ratio:.2f}x")
+            print(f"{r['entries']:>7,} | {n:>7} | " + " | ".join(f"{x:>10}" for x in cells))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", help="comma-separated entry counts (default 3000,30000,300000)")
     parser.add_argument("--quick", action="store_true", help="3000,30000 and fewer requests")
     parser.add_argument("--json", action="store_true", help="one JSON object, not a table")
+    parser.add_argument("--sweep-only", action="store_true", help="import, then the sweep only")
+    parser.add_argument("--clients", default="1,2,4,8", help="client processes to sweep")
+    parser.add_argument(
+        "--readers",
+        default="0,2",
+        help="server.readers settings to compare; the first is the baseline (0: the owner "
+        "thread serves every read, the daemon's default)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="sweep rounds (medians)")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else []
+        sweep = Sweep(
+            [int(c) for c in args.clients.split(",")],
+            [int(r) for r in args.readers.split(",")],
+            max(1, args.rounds),
+        )
     except ValueError:
-        parser.error("--sizes takes comma-separated integers")
+        parser.error("--sizes, --clients and --readers take comma-separated integers")
     sizes = sizes or ([3_000, 30_000] if args.quick else [3_000, 30_000, 300_000])
     n_queries, per_client = (60, 200) if args.quick else (200, 1_500)
+    compile_bytecode()
     root = Path(tempfile.mkdtemp(prefix="memoryd-bench-retrieval-"))
     try:
-        rows = [bench_size(root, size, n_queries, per_client) for size in sizes]
+        rows = [
+            bench_size(root, size, n_queries, per_client, sweep, args.sweep_only) for size in sizes
+        ]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     summary = dict(python=platform.python_version(), cpu_count=os.cpu_count(), seed=SEED)
-    summary |= dict(queries=n_queries, rows=rows, targets=checks(rows))
+    summary |= dict(queries=n_queries, rows=rows, clients=sweep.clients, readers=sweep.readers)
+    summary |= dict(rounds=sweep.rounds)
+    if not args.sweep_only:
+        summary["targets"] = checks(rows)
     if args.json:
         print(json.dumps(summary))
-    else:
+        return 0
+    if not args.sweep_only:
         print_table(summary)
+    print_sweep(summary)
     return 0
 
 

@@ -153,3 +153,53 @@ def test_two_thousand_sections_merge_as_each_one_would() -> None:
 def test_fences_and_line_ends_merge_as_the_straightforward_merge(old: str, content: str) -> None:
     _same("techContext.md", old, content)
     _same(PROGRESS, old.replace("## A", "## Completed"), content.replace("## A", "## Completed"))
+
+
+# History items holding code fences (issue 10): appended in one edit, the same text as one call
+# of ``append_to_section`` per item on the re-read string. An item may leave a fence open, which
+# makes the next call's section reach over the headings the fence swallows.
+_ITEM_LINES = st.sampled_from(
+    ["text", "  ```", "```", "  ~~~", "   ````", "  <!-- c -->", "", "  ## Not a heading", "- b"]
+)
+_ITEMS = st.lists(
+    st.lists(_ITEM_LINES, max_size=4).map(lambda lines: "\n".join(["- item", *lines])),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _sequential(text: str, heading: str, items: list[str]) -> str:
+    for item in items:
+        text = append_to_section(text, heading, item)
+    return text
+
+
+@settings(max_examples=400, deadline=None)
+@given(old=_TEXTS, heading=st.sampled_from(["Completed", "Notes"]), items=_ITEMS)
+def test_items_with_fences_append_as_one_call_each(
+    old: str, heading: str, items: list[str]
+) -> None:
+    outline = model.Outline(old)
+    outline.append_items(heading, items)
+    assert outline.text() == _sequential(old, heading, items)
+
+
+def test_many_history_items_with_fences_merge_as_one_call_each() -> None:
+    """The shape that stayed quadratic (each item re-read the whole section): hundreds of
+    items with fenced code, balanced and left open, into a section followed by others."""
+    old = (
+        "# Progress\n\n## In Progress\n\n- [ ] a\n\n## Completed\n\n<!-- none -->\n\n"
+        "## Upcoming\n\n```\n## Not a heading\n```\n\n## Notes\n\n- n\n"
+    )
+    balanced = [f"- done {i}\n  ```\n  code {i}\n  ```" for i in range(300)]
+    assert _merged(old, balanced) == _sequential(old, "Completed", balanced)
+    unbalanced = [f"- done {i}\n  ```\n  code {i}" for i in range(300)]
+    assert _merged(old, unbalanced) == _sequential(old, "Completed", unbalanced)
+    content = "## Completed\n\n" + "\n".join(balanced) + "\n"
+    _same(PROGRESS, old, content)
+
+
+def _merged(old: str, items: list[str]) -> str:
+    outline = model.Outline(old)
+    outline.append_items("Completed", items)
+    return outline.text()

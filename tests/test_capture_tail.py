@@ -122,6 +122,31 @@ def test_an_overlong_line_still_being_written_is_skipped_as_it_grows(tmp_path: P
     assert sum(c.skipped_long_lines for c in chunks) == 0  # counted once, when first seen
 
 
+def test_slices_read_a_long_line_alone_and_go_on_past_an_overlong_one(tmp_path: Path) -> None:
+    """Proves that reading in slices returns every line once, in order: lines ending inside a
+    slice, a line longer than the slice alone (read on to its end), and, after a line longer
+    than ``max_bytes`` (skipped and counted), the lines behind it on the calls that follow,
+    each of which says ``more`` until the end: no file change is needed to reach them (on main
+    a skipped line ended the read, and each further window waited for the next change)."""
+    path = tmp_path / "t.jsonl"
+    short = [b"a" * 10, b"b" * 10]
+    path.write_bytes(b"\n".join([*short, b"L" * 100, b"X" * 500, b"c" * 10, b"d" * 10]) + b"\n")
+    calls, lines, skipped, cursor = 0, [], 0, None
+    while True:
+        chunk = read_new(str(path), cursor, max_bytes=200, slice_bytes=32)
+        calls += 1
+        lines += [line for _offset, line in chunk.lines]
+        skipped += chunk.skipped_long_lines
+        cursor = chunk.cursor
+        assert chunk.more == (cursor.offset < path.stat().st_size), (calls, chunk)
+        if not chunk.more:
+            break
+    assert lines == [*short, b"L" * 100, b"c" * 10, b"d" * 10]
+    assert skipped == 1 and cursor.offset == path.stat().st_size
+    first = read_new(str(path), None, max_bytes=200, slice_bytes=32)
+    assert first.lines == [(0, short[0]), (11, short[1])] and first.more
+
+
 def test_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_new(str(tmp_path / "gone.jsonl"), None)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from conftest import Daemon, make_env, ok_json, until
 from memoryd import config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,3 +152,32 @@ def test_check_config_prints_each_value_with_its_origin(tmp_path: Path) -> None:
     file.write_text("[retreival]\n")
     refused = run("--config", str(file))
     assert refused.returncode == 2 and "did you mean 'retrieval'" in refused.stderr
+
+
+def test_a_config_nested_too_deeply_is_a_clear_error(tmp_path: Path) -> None:
+    """Proves that a config file holding a 5,000-deep TOML array is refused with a clear error,
+    not a traceback: ``check-config`` and ``run`` exit 2 naming the file, and a running daemon
+    asked to reload it (SIGHUP) keeps its settings, says why, and keeps serving. On main
+    tomllib's RecursionError escaped as a traceback (exit 1)."""
+    env = make_env(tmp_path)
+    file = env.root / "config" / "memoryd" / "config.toml"
+    file.parent.mkdir(parents=True)
+    deep = "[retrieval]\ntop_k = " + "[" * 5000 + "]" * 5000 + "\n"
+    why = f"invalid configuration ({file}): arrays or tables nested too deeply to read"
+    memoryd = str(Path(sys.executable).parent / "memoryd")
+    daemon = Daemon(env).start()
+    try:
+        file.write_text(deep)
+        daemon.proc.send_signal(signal.SIGHUP)
+        until(lambda: '"reload_failed"' in daemon.log(), "the reload is refused")
+        assert why in daemon.log()
+        assert ok_json(env, "status")["daemon"]["pid"] == daemon.proc.pid
+    finally:
+        assert daemon.stop() == 0
+    assert "Traceback" not in daemon.stderr_path.read_text()
+    for command in ("check-config", "run"):
+        refused = subprocess.run(
+            [memoryd, command], capture_output=True, text=True, env=env.environ(), timeout=60
+        )
+        assert refused.returncode == 2 and why in refused.stderr, refused
+        assert "Traceback" not in refused.stderr

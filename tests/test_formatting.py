@@ -69,6 +69,10 @@ def test_hostile_text_is_inert(fmt: str, text: str) -> None:
             for line in body
         )
         assert "not instructions" in out
+        # No tag, and no quote the entry's own quotes could be ended by.
+        assert "<" not in out
+        for line in entry_lines:
+            assert re.fullmatch(r'- \[\w+\] "[^"]*" \(#(a{8}|b{8})\)', line), line
 
 
 def test_ignore_instructions_text_is_quoted_data_in_claude() -> None:

@@ -26,9 +26,14 @@ EVENTS = {
 
 def command(agent: str, scope: str = "user") -> str:
     """The user's settings name this installation; a project's (committed, shared) name the hook
-    as each developer's PATH finds it. Either way ``memctl-hook``: no pip wrapper (issue 12)."""
-    program = "memctl-hook" if scope == "project" else BIN / "memctl-hook"
-    return f"{program} --agent {agent}"
+    as each developer's PATH finds it, ``memctl hook`` where PATH has no ``memctl-hook`` (an
+    older memoryd). ``memctl-hook`` where there is one: no pip wrapper (issue 12)."""
+    if scope == "project":
+        return (
+            """sh -c 'command -v memctl-hook >/dev/null && exec memctl-hook "$@"; """
+            f"""exec memctl hook "$@"' memctl-hook --agent {agent}"""
+        )
+    return f"{BIN / 'memctl-hook'} --agent {agent}"
 
 
 def handler(agent: str, scope: str = "user") -> dict[str, object]:
@@ -224,13 +229,14 @@ def test_unparsable_codex_config_is_refused(env: Env, home: Path) -> None:
 @pytest.mark.parametrize("agent", AGENTS)
 def test_dry_run_writes_nothing(env: Env, home: Path, agent: str, scope: str) -> None:
     out = install(env, agent, "--scope", scope, "--dry-run")
-    assert command(agent, scope) in out  # the diff it would apply
+    as_json = json.dumps(command(agent, scope))[1:-1]  # as the diff of a JSON file shows it
+    assert as_json in out
     assert snapshot(folder(env, home, agent, scope)) == {}
     install(env, agent, "--scope", scope)
     before = snapshot(folder(env, home, agent, scope))
     out = install(env, agent, "--scope", scope, "--uninstall", "--dry-run")
     removed = [line for line in out.splitlines() if line[:1] == "-" and '"command":' in line]
-    assert removed and all(command(agent, scope) in line for line in removed)
+    assert removed and all(as_json in line for line in removed)
     assert snapshot(folder(env, home, agent, scope)) == before
 
 
@@ -316,3 +322,34 @@ def test_project_scope_says_when_memctl_is_not_on_path(env: Env, home: Path) -> 
         env=on_path, cwd=env.project, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0 and "not on your PATH" not in proc.stdout
+
+
+@pytest.mark.parametrize("programs", [("memctl-hook", "memctl"), ("memctl",)])
+def test_project_hook_runs_with_or_without_memctl_hook(
+    env: Env, home: Path, daemon, programs: tuple[str, ...]
+) -> None:
+    """A teammate whose memoryd predates ``memctl-hook`` has only ``memctl`` on PATH: the shared
+    settings' command runs ``memctl hook`` there, and answers the prompt as ``memctl-hook`` does."""
+    assert memctl(env, "remember", "Run the tests with pytest -q from the repo root").code == 0
+    install(env, "claude", "--scope", "project")
+    settings = json.loads(hooks_file(env, home, "claude", "project").read_text())
+    run = settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    path = env.root / "path"
+    path.mkdir()
+    for program in programs:
+        (path / program).symlink_to(BIN / program)
+    prompt = {
+        "session_id": "7d3f6a10-2b4c-4e8f-9a1d-0c5e7b9f2a61",
+        "transcript_path": str(home / ".claude" / "projects" / "p" / "7d3f6a10.jsonl"),
+        "cwd": str(env.project),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "How do we run the tests with pytest here?",
+    }
+    proc = subprocess.run(
+        ["/bin/sh", "-c", run],
+        input=json.dumps(prompt),
+        env={**env.environ(), "PATH": f"{path}:/usr/bin:/bin"},
+        cwd=env.project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "pytest -q from the repo root" in proc.stdout

@@ -221,3 +221,24 @@ def test_supersede_archive_and_compact_through_the_tools(env: Env, daemon: objec
     assert [r["id"] for r in archived["results"]] == [old["id"]]
     assert gone["ids"] == [other["id"]] and gone["archived"] is True
     assert set(compact) >= {"decayed", "expired", "evicted", "purged", "active", "archived"}
+
+
+def test_invalid_calls_never_quote_the_secret_they_carry(env: Env) -> None:
+    """Proves that the server's own validation errors say which argument is wrong and why
+    without quoting its value: a key in an over-long text, a wrong type, a value outside a
+    choice, or an unknown tool's name never comes back. On main pydantic's message quoted the
+    value (``input_value='sk-ant-…'``) to the agent. No daemon: these never reach it."""
+    secret = "sk-ant-api03-" + "Q7w8E9r0T1y2U3i4" * 5
+    calls = [
+        ("memory_store", {"content": secret * 800}, "content: String should have at most"),
+        ("memory_store", {"content": "x", "tags": [secret] * 40}, "tags: List should have"),
+        ("memory_recall", {"query": "x", "k": secret}, "k: Input should be a valid integer"),
+        ("memory_store", {"content": "x", "category": secret}, "category: Input should be"),
+        (secret, {}, "unknown tool"),
+    ]
+
+    async def script(client: Client) -> list[str]:
+        return [error_text(await client.call_tool(name, args)) for name, args, _ in calls]
+
+    for (_, _, why), text in zip(calls, with_server(env, script), strict=True):
+        assert why in text and "Q7w8E9r0" not in text, text

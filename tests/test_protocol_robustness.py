@@ -12,6 +12,7 @@ thread, so every reply to what came before arrives ahead of the sentinel's ``Ok`
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import time
@@ -26,7 +27,7 @@ import zmq
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from conftest import Daemon, Env, make_env
+from conftest import Daemon, Env, make_env, memctl
 from memctl import protocol as p
 
 REPLY_TIMEOUT_MS = 10_000  # generous: only ever reached when something is wrong
@@ -375,22 +376,28 @@ def test_unknown_fields_in_a_valid_request_are_ignored(sock, daemon):
     assert p.result_of(p.Hello(), reply).protocol == p.PROTOCOL_VERSION
 
 
+@pytest.mark.parametrize("depth", [5_000, 3_000_000])
 @pytest.mark.parametrize(
     "field",
     ["id", "future", "client_version"],
 )
-def test_deeply_nested_msgpack_is_rejected_not_fatal(sock, daemon, zctx, env, field):
-    """A few kilobytes of nested one-element arrays: msgspec raises ``RecursionError`` (not a
-    ``DecodeError``) on them, which must still become an error reply."""
-    depth = 5_000
+def test_deeply_nested_msgpack_is_rejected_not_fatal(sock, daemon, zctx, env, field, depth):
+    """Nested one-element arrays, a few kilobytes or 3 MB (3 million deep, under the 4 MiB
+    frame limit): msgspec raises ``RecursionError`` (not a ``DecodeError``) on them, which must
+    still become an error reply that says what is wrong: too deep, or the field whose type is
+    wrong. On main both said the frame had no valid 'op' or was not a map."""
     nested = b"\x91" * depth + b"\x01"
     body = {"op": "hello", "v": p.PROTOCOL_VERSION, "id": 15}
     head = pack({k: v for k, v in body.items() if k != field})
     # Append one more key to the map: bump the fixmap count and add key + nested value.
     frame = bytes([head[0] + 1]) + head[1:] + pack(field) + nested
-    assert len(frame) < 8_000
+    assert len(frame) < p.MAX_MESSAGE_BYTES
     reply = ask(sock, daemon, frame)
     assert isinstance(reply, p.Error) and reply.code == p.ErrorCode.BAD_REQUEST, reply
+    if field == "future":  # a field no request has: only its depth is wrong
+        assert reply.message == "malformed request: nested too deeply to read", reply
+    else:
+        assert f"got `array` - at `$.{field}`" in reply.message, reply
     assert_serving(zctx, env, daemon)
 
 
@@ -803,3 +810,65 @@ def test_burst_of_garbage_then_hello(sock, daemon, zctx, env):
     ][:5]
     assert daemon_alive(daemon), daemon.log()
     assert_serving(zctx, env, daemon)
+
+
+# --------------------------------------------------------------------------- names (issue 10)
+
+HIDDEN = ["\u202e", "\u2066", "\u200f", "\x1b", "\x85", "\u200b", "\U000e0041", "\n"]
+
+
+def _named(project: str, name: str) -> list[p.Request[Any]]:
+    """Every request that takes a name from its user, with ``name`` in that place."""
+    at = {"project": project}
+    return [
+        p.Remember(content="A fact", tags=[name], **at),
+        p.Remember(content="A fact", section=name, **at),
+        p.AliasAdd(term=name, synonyms=["x"], **at),
+        p.AliasAdd(term="x", synonyms=[name], **at),
+        p.AliasRemove(term=name, **at),
+        p.BankRead(name=name, **at),
+        p.BankWrite(name=name, content="# x\n", **at),
+        p.BankUpdate(name="activeContext.md", content="## x\n", mode=name, **at),
+        p.SaveMemory(content="A rule", section=name, **at),
+        p.Focus(session=name, targets=["x"], **at),
+        p.Release(session=name, **at),
+        p.Inject(session=name, **at),
+        p.SessionShow(session_id=name, **at),
+    ]
+
+
+def test_names_with_control_or_bidi_characters_are_refused(sock, daemon, env):
+    """Proves that no name a user gives (tag, section, alias, bank file, mode, session) can hold
+    a control, bidi or invisible character: the daemon refuses each such request saying why and
+    where, memctl refuses it before sending (usage, exit 2), and an import line's tag too. On
+    main a bank name with U+202E was accepted."""
+    project = str(env.project)
+    for hidden in HIDDEN:
+        for n, request in enumerate(_named(project, f"rele{hidden}ase.md")):
+            request.id = n + 1
+            reply = ask(sock, daemon, p.encode(request))
+            error = assert_error(reply, p.ErrorCode.BAD_REQUEST, n + 1)
+            assert p.NAME_RULE in error.message and " - at `$." in error.message, error
+    for request in _named(project, "release-notes.md"):  # the same requests pass without it
+        reply = ask(sock, daemon, p.encode(request))
+        assert not (isinstance(reply, p.Error) and p.NAME_RULE in reply.message), reply
+    result = memctl(env, "bank", "write", "evil\u202edm.md", stdin="# x\n")
+    assert result.code == 2 and p.NAME_RULE in result.stderr, result
+    imported = memctl(
+        env, "--json", "import", "-", stdin='{"content": "A b", "tags": ["a\u202eb"]}\n'
+    )
+    [rejected] = json.loads(imported.stdout)["rejected"]
+    assert p.NAME_RULE in rejected["reason"] and "\u202e" not in rejected["reason"], rejected
+
+
+def test_content_keeps_its_lines_not_its_controls_or_overrides(own_daemon, own_env):
+    """Proves what entry text keeps: newlines and tabs (formatting), right-to-left marks and
+    joiners (RTL scripts and emoji need them); and what it loses: C0 and C1 controls (terminal
+    escapes) and the bidi embeddings, overrides and isolates that reorder how text reads."""
+    env = own_env  # lists every entry of the project: a daemon of its own
+    kept = "Run\tmake\nthen \u05e9\u05dc\u05d5\u05dd\u200f ok \U0001f468\u200d\U0001f4bb"
+    text = kept + "\x1b[2J\x9b1m\u202eevil\u202c\u2066x\u2069"
+    entry_id = json.loads(memctl(env, "--json", "remember", text).stdout)["id"]
+    [entry] = [e for e in json.loads(memctl(env, "--json", "list").stdout)["entries"]]
+    assert entry["id"] == entry_id
+    assert entry["content"] == kept + "[2J1mevilx"

@@ -3,8 +3,10 @@ and BM25 ranking on small hand-made corpora through the real tantivy index."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -15,7 +17,7 @@ from memoryd.core.events import EntriesImported
 from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
 from memoryd.core.recall.slo import SloMonitor
-from memoryd.index import SearchIndex
+from memoryd.index import SearchIndex, when_words
 from memoryd.store.sqlite import SqliteStore
 
 DAY = 86_400.0
@@ -111,6 +113,35 @@ def test_relative_threshold_drops_weak_results() -> None:
         "q", [cand("a", 10.0), cand("b", 3.1), cand("c", 2.9)], now=NOW, config=CFG
     )
     assert [s.candidate.ref for s in ranked] == ["a", "b"]  # c is below 30% of the best
+
+
+def test_search_threshold_keeps_what_the_inject_cut_drops() -> None:
+    cands = [cand("a", 10.0), cand("b", 2.9), cand("c", 0.9)]
+    threshold = CFG.search_relative_threshold
+    ranked = retrieval.rank("q", cands, now=NOW, config=CFG, threshold=threshold)
+    assert [s.candidate.ref for s in ranked] == ["a", "b"]  # c is below 10% of the best
+
+
+def test_neighbours_of_a_strong_hit_rise_with_it() -> None:
+    # The question written a minute before its answer shares one weak word with the query; an
+    # entry as weak but written at another time, or in another session, or in the same import
+    # (the same instant), stays where BM25 put it.
+    t = NOW - 3600
+    cands = [
+        cand("answer", 10.0, created_at=t, session="s1"),
+        cand("other", 4.0, created_at=t - 86_400),
+        cand("question", 1.0, created_at=t - 60),
+        cand("far", 1.0, created_at=t - 86_400),
+        cand("same-instant", 1.0, created_at=t),
+        cand("other-session", 1.0, created_at=t + 30, session="s2"),
+    ]
+    ranked = retrieval.rank("q", cands, now=NOW, config=CFG, threshold=0.0, limit=10)
+    refs = [s.candidate.ref for s in ranked]
+    assert refs[:3] == ["answer", "question", "other"]
+    assert {"far", "same-instant", "other-session"} == set(refs[3:])
+    off = msgspec.structs.replace(CFG, neighbour_window_s=0.0)
+    plain = retrieval.rank("q", cands, now=NOW, config=off, threshold=0.0, limit=10)
+    assert [s.candidate.ref for s in plain][:2] == ["answer", "other"]
 
 
 def test_diversity_caps_each_session_at_two() -> None:
@@ -399,6 +430,72 @@ def test_background_commits_take_a_slice_each_and_publish_when_settled(tmp_path:
         hits = index.retrieve({"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=9)
         assert sorted(hits.ids([c.ref for c in hits.candidates])) == [e.id for e in entries]
         assert index.commit_in_background(store, limit=3) is True and not index.committing
+    finally:
+        index.close()
+        store.close()
+
+
+def test_an_idle_writer_is_let_go_and_the_next_write_takes_a_fresh_one(tmp_path: Path) -> None:
+    """``release_writer`` (the index commit job, once idle) drops the writer only with nothing
+    uncommitted; the next write takes a new one (the old one's directory lock gone with it), and
+    both writes are searchable, also after a reopen."""
+    store = SqliteStore(tmp_path / "memory.db")
+    index = SearchIndex(tmp_path / "index")
+    try:
+        index.sync(store)
+        first = tuple(_entry(i, f"the cache layer {i} evicts rows") for i in range(3))
+        store.apply(EntriesImported(first), 1)
+        assert index.commit_in_background(store, limit=10) is True
+        assert index.release_writer() is False  # a commit runs: the writer is its own
+        index.settle(wait=True)
+        assert index.release_writer() is True and index.release_writer() is False
+        second = tuple(_entry(i, f"the cache layer {i} evicts rows") for i in range(3, 5))
+        store.apply(EntriesImported(second), 2)
+        index.sync(store)  # a fresh writer, once the released one has ended
+        hits = index.retrieve({"cache": 1.0}, scope="active", active_files=(), config=CFG, scan=9)
+        assert sorted(hits.ids([c.ref for c in hits.candidates])) == sorted(
+            e.id for e in first + second
+        )
+        assert index.release_writer() is True
+    finally:
+        index.close()  # with a release still under way: it waits for it
+    reopened = SearchIndex(tmp_path / "index")
+    try:
+        assert reopened.applied_seq == store.change_seq()
+    finally:
+        reopened.close()
+        store.close()
+
+
+def test_the_day_an_entry_was_written_is_searchable(tmp_path: Path) -> None:
+    # Two entries alike but for the day they were written (local noon, as a person dates it).
+    march = datetime(2025, 3, 5, 12).timestamp()
+    june = datetime(2025, 6, 11, 12).timestamp()
+    assert when_words(march) == "2025 march mar 03 05 wednesday"
+    store = SqliteStore(tmp_path / "memory.db")
+    entries = [
+        new_entry(
+            entry_id=f"{i:032x}",
+            content=f"Release notes drafted for the mobile app ({name})",
+            category="discovery",
+            status="confirmed",
+            now=NOW,
+            created_at=when,
+            source=Source(kind="user"),
+        )
+        for i, (name, when) in enumerate((("first", march), ("second", june)))
+    ]
+    store.apply(EntriesImported(tuple(entries)), 1)
+    index = SearchIndex(tmp_path / "index")
+    index.sync(store)
+    try:
+        assert _top(index, store, "release notes from March 2025", k=2) == ["Release"] * 2
+        for query, first in (("release notes in March", march), ("notes of 2025-06-11", june)):
+            terms = retrieval.expand(retrieval.keywords(query), {}, 0.6)
+            hits = index.retrieve(terms, scope="active", active_files=(), config=CFG, scan=10)
+            ranked = retrieval.rank(query, hits.candidates, now=NOW, config=CFG, limit=2)
+            assert ranked[0].candidate.created_at == first, query
+            assert ranked[0].score > ranked[1].score
     finally:
         index.close()
         store.close()

@@ -94,7 +94,7 @@ def _check_limits(request: protocol.Request[Any]) -> None:
     try:
         msgspec.convert(msgspec.to_builtins(request), type(request))
     except msgspec.ValidationError as exc:
-        raise Failed(f"invalid value: {exc}", EXIT_USAGE) from None
+        raise Failed(f"invalid value: {protocol.explain(exc)}", EXIT_USAGE) from None
 
 
 def _cwd() -> str:

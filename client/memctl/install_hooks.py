@@ -2,7 +2,9 @@
 
 The command written is ``memctl-hook --agent AGENT`` where this installation has that script
 (``memctl hook`` without pip's console-script wrapper, whose ``import re`` every prompt would
-pay; issue 12), else ``memctl hook --agent AGENT``.
+pay; issue 12), else ``memctl hook --agent AGENT``. A project's settings are shared with
+teammates whose memoryd may predate ``memctl-hook``: there the command falls back to ``memctl
+hook`` when PATH has no ``memctl-hook`` (``PROJECT_COMMAND``, through ``sh``, ~1 ms).
 
 Where (agent-formats.md §1.1, §3.2, §4.3, §6); ``--scope project`` uses ``<project>/.<agent>/``:
 
@@ -91,13 +93,14 @@ def run(s: Session) -> None:
     # finds it, never one machine's venv. The user's own settings name this installation.
     hook_script = hook_script_path()
     if a.scope == "project":
-        program = HOOK_SCRIPT if hook_script else "memctl hook"
+        command = PROJECT_COMMAND.format(agent=a.agent)
     else:
         program = shlex.quote(hook_script) if hook_script else f"{memctl_command()} hook"
-    command = f"{program} --agent {a.agent}"
+        command = f"{program} --agent {a.agent}"
     changes, notes = plan(a.agent, config_dir(a.agent, a.scope, s.project), command, a.uninstall)
     on_path = HOOK_SCRIPT if hook_script else "memctl"
-    if a.scope == "project" and not a.uninstall and shutil.which(on_path) is None:
+    found = shutil.which(HOOK_SCRIPT) or shutil.which("memctl")
+    if a.scope == "project" and not a.uninstall and found is None:
         notes.append(
             f"{on_path} is not on your PATH, so these hooks will not run for you: add "
             f"{os.path.dirname(hook_script or memctl_command())} to PATH (or install memoryd "
@@ -142,6 +145,13 @@ def memctl_command() -> str:
 
 
 HOOK_SCRIPT = "memctl-hook"
+# The shared (project) settings' command: `memctl-hook` where PATH has it, else `memctl hook` (a
+# teammate's older memoryd). Through `sh -c` whether or not the agent runs commands in a shell;
+# `$0` is memctl-hook, which is also how ``is_memctl_hook`` knows it.
+PROJECT_COMMAND = (
+    'sh -c \'command -v memctl-hook >/dev/null && exec memctl-hook "$@"; exec memctl hook "$@"\''
+    " memctl-hook --agent {agent}"
+)
 
 
 def hook_script_path() -> str | None:

@@ -22,7 +22,7 @@ import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from memctl import __version__, mcp_resources, protocol
 from memctl.cli import BULK_BUDGET_S, Failed, Session
@@ -341,18 +341,53 @@ TOOLS: dict[str, tuple[type[protocol.Request[Any]], ToolAnnotations]] = {
 
 
 def client_name(context: Context | None) -> str:
-    """The MCP client's name from its ``initialize`` (``clientInfo.name``): each write's
-    provenance (the entry's source agent); ``mcp-client`` when it gave none."""
+    """The MCP client's name from its ``initialize`` (``clientInfo.name``, its invisible and
+    control characters dropped): each write's provenance (the entry's source agent);
+    ``mcp-client`` when it gave none."""
     try:
         params = context.session.client_params if context is not None else None
     except ValueError:  # no request in progress
         params = None
     name = params.client_info.name if params is not None else None
-    return name.strip()[:128] if isinstance(name, str) and name.strip() else "mcp-client"
+    if isinstance(name, str):  # no control, bidi or other invisible character: it is shown
+        name = "".join(ch for ch in name if ch.isprintable()).strip()
+    return name[:128] if isinstance(name, str) and name else "mcp-client"
+
+
+# ---------------------------------------------------------------- errors that quote nothing
+
+
+ERRORS_SHOWN = 10  # of one call's invalid arguments
+
+
+class ToolServer(mcp_resources.MemoryServer):
+    """The SDK's server, whose own errors quote none of the caller's values: pydantic's message
+    for an invalid argument shows the value (``input_value='sk-…'``), and an unknown tool's
+    error its name. The daemon's errors are redacted where it sends them; these never reach it,
+    and memctl cannot import the daemon's redaction, so they say where and what, not the
+    value."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> Any:
+        if name not in TOOLS:
+            raise ToolError("unknown tool: list the tools with tools/list")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = [
+                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+                for error in exc.__cause__.errors(include_url=False, include_input=False)
+            ]
+            more = len(problems) - ERRORS_SHOWN
+            shown = "; ".join(problems[:ERRORS_SHOWN]) + (f"; {more} more" if more > 0 else "")
+            raise ToolError(f"Error executing tool {name}: invalid arguments: {shown}") from None
 
 
 def build_server(session: Session) -> MCPServer:
-    server = mcp_resources.MemoryServer("memoryd", version=__version__, instructions=INSTRUCTIONS)
+    server = ToolServer("memoryd", version=__version__, instructions=INSTRUCTIONS)
     mcp_resources.register(server, session)
     tools = MemoryTools(session)
     for name, (request_type, hints) in TOOLS.items():

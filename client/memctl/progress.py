@@ -28,7 +28,7 @@ def _delay() -> float:
         return DELAY_S
 
 
-def bar(total: int, unit: str, desc: str, *, shown: bool, unit_scale: bool = False) -> Any:
+def bar(total: int | None, unit: str, desc: str, *, shown: bool, unit_scale: bool = False) -> Any:
     """A tqdm bar of ``total`` ``unit``\\s; ``shown`` False (``--json``) draws nothing, and
     neither does tqdm when stderr is not a terminal (``disable=None``)."""
     return tqdm(

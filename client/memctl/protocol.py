@@ -60,7 +60,20 @@ RequestId = (
 )
 Limit = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
 PathText = Annotated[str, msgspec.Meta(max_length=4096)]
-Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+# What no name a user gives may hold (a tag, section, alias, bank file, mode, session): C0 and C1
+# controls and the invisible characters that reorder or hide text (bidi marks, embeddings,
+# overrides and isolates, zero-width characters, the BOM, tag characters). Names are listed,
+# injected and become file names, where such a character makes a name read as another one.
+# Refused, not stripped: a name the user typed must be the name that is kept. ``explain`` words
+# the refusal.
+NAME_PATTERN = (
+    r"^[^\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+    r"\U000e0000-\U000e007f]*\Z"
+)
+NAME_RULE = "a name may not hold control, bidi or other invisible characters"
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=NAME_PATTERN)]
+Section = Annotated[str, msgspec.Meta(max_length=128, pattern=NAME_PATTERN)]
+Term = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=NAME_PATTERN)]
 # The agent a write comes from (an MCP client's name): set, the entry's source is that agent, and
 # the write may not pin (design §9: only a user pins).
 AgentName = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
@@ -699,7 +712,7 @@ class Remember(Request[RememberResult], tag="remember"):
 
     content: Annotated[str, msgspec.Meta(max_length=65_536)]
     category: Category | None = None
-    section: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    section: Annotated[str, msgspec.Meta(max_length=64, pattern=NAME_PATTERN)] | None = None
     tags: Annotated[list[Tag], msgspec.Meta(max_length=32)] = []
     file_paths: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
     pin: bool = False
@@ -725,7 +738,7 @@ class Inject(Request[InjectResult], tag="inject"):
     query: Annotated[str, msgspec.Meta(max_length=65_536)] = ""
     remaining_context: Annotated[int, msgspec.Meta(ge=0)] | None = None
     files: Annotated[list[PathText], msgspec.Meta(max_length=64)] = []
-    session: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    session: Annotated[str, msgspec.Meta(max_length=256, pattern=NAME_PATTERN)] | None = None
 
 
 class Budget(Request[BudgetResult], tag="budget"):
@@ -741,11 +754,8 @@ class AliasAdd(Request[Alias], tag="alias_add"):
 
     mutates = True
 
-    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-    synonyms: Annotated[
-        list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
-        msgspec.Meta(min_length=1, max_length=64),
-    ]
+    term: Term
+    synonyms: Annotated[list[Term], msgspec.Meta(min_length=1, max_length=64)]
 
 
 class AliasList(Request[AliasListResult], tag="alias_list"):
@@ -757,7 +767,7 @@ class AliasRemove(Request[AliasListResult], tag="alias_remove"):
 
     mutates = True
 
-    term: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    term: Term
 
 
 Agent = Literal["claude", "codex", "gemini"]
@@ -941,9 +951,9 @@ class Shutdown(Request[ShutdownResult], tag="shutdown"):
 
 
 # The memory bank (design §10) and instruction files (design §11).
-BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+BankName = Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=NAME_PATTERN)]
 BankText = Annotated[str, msgspec.Meta(max_length=512 * 1024)]
-Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=NAME_PATTERN)]
 
 
 class BankInit(Request[BankInitResult], tag="bank_init"):
@@ -1063,7 +1073,7 @@ class SaveMemory(Request[SaveMemoryResult], tag="save_memory"):
     mutates = True  # with --yes
 
     content: Annotated[str, msgspec.Meta(min_length=1, max_length=65_536)]
-    section: Annotated[str, msgspec.Meta(max_length=128)] | None = None
+    section: Section | None = None
     target: Literal["project", "local", "global"] = "project"
     confirm: bool = False
 
@@ -1161,7 +1171,7 @@ class ReviewEdit(Request[ReviewDecisionResult], tag="review_edit"):
 
 Relation = Literal["depends_on", "enables", "replaces", "motivated_by", "contradicts"]
 EntryRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # an id or a keyword
-SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=256, pattern=NAME_PATTERN)]
 
 
 class FocusResult(msgspec.Struct, kw_only=True):
@@ -1366,7 +1376,7 @@ class SessionShow(Request[SessionResult], tag="session"):
     """Show a captured session (by its full id): its findings beside the transcript
     lines they came from, each line read by the daemon, redacted and cut short."""
 
-    session_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    session_id: SessionId
 
 
 class LatencySample(msgspec.Struct, kw_only=True):
@@ -1510,6 +1520,11 @@ def result_of(request: Request[ResultT], reply: Ok) -> ResultT:
 def build_request_decoder() -> None:
     """For the daemon, at start: so that its first request does not pay for it."""
     _request_decoder()
+
+
+def explain(exc: msgspec.ValidationError) -> str:
+    """A validation error in the user's words: a refused name says why, not which regex."""
+    return str(exc).replace(f"Expected `str` matching regex {NAME_PATTERN!r}", NAME_RULE)
 
 
 def decode_request(frame: bytes) -> Request[Any]:

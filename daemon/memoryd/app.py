@@ -284,6 +284,7 @@ class Daemon:
             reply_cache_size=self.settings.server.reply_cache_size,
             log=self.log,
             idle_work=_idle_work(registry, capture, compactor, share),
+            readers=self.settings.server.readers,
         )
         return server
 

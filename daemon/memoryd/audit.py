@@ -23,6 +23,7 @@ from memoryd.atomic import write_atomic
 from memoryd.core import audit_chain
 from memoryd.core.errors import Unavailable
 from memoryd.core.events import Event
+from memoryd.disk import write_failure_cause
 
 
 class AuditRecord(msgspec.Struct, kw_only=True):
@@ -65,7 +66,8 @@ class AuditJournal:
         self._clock = clock
         self.torn_bytes = 0
         self.last_seq, self.last_hash, self.count = self._recover()
-        self._fh = open(path, "ab")  # noqa: SIM115 - held open for the journal's lifetime
+        # Unbuffered: a line the disk refused must not stay in a buffer to be written later.
+        self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - held for the journal's lifetime
         os.chmod(path, 0o600)
 
     def _recover(self) -> tuple[int, str, int]:
@@ -109,9 +111,21 @@ class AuditJournal:
             AuditRecord(seq=seq, ts=self._clock(), event=event, prev=self.last_hash)
         )
         line, digest = audit_chain.seal(body, self.last_hash)
-        self._fh.write(line + b"\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        fd = self._fh.fileno()
+        size = os.fstat(fd).st_size
+        try:
+            data = memoryview(line + b"\n")
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        except OSError as exc:
+            # A full disk can take part of the line: cut it off, so the next line starts where
+            # this one did (truncating frees space, it never needs any).
+            os.ftruncate(fd, size)
+            cause = write_failure_cause(self.path.parent, exc)
+            raise Unavailable(
+                f"the audit log {self.path} cannot be written: {cause}; nothing was changed"
+            ) from exc
         self.last_seq, self.last_hash, self.count = seq, digest, self.count + 1
         return seq
 
@@ -170,7 +184,7 @@ class AuditJournal:
             return 0
         self._fh.close()
         write_atomic(self.path, b"".join(line + b"\n" for line in lines[keep_from:]))
-        self._fh = open(self.path, "ab")  # noqa: SIM115
+        self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115
         self.count = len(lines) - keep_from
         return keep_from
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from itertools import chain
 
 from memctl import protocol as p
+from memoryd import memtrim
 from memoryd.core.compaction import (
     DEFAULT_POLICY,
     CompactionPlan,
@@ -251,5 +252,6 @@ class Compactor:
             )
         elif run.step():
             self._runs.popleft()
+            memtrim.give_back()  # a run reads every entry: what it freed goes back
         # A run waiting on the index's commit is woken by it (``on_index_committed``).
         return bool(self._runs) and not self._runs[0].waiting

@@ -3,6 +3,10 @@
 Only the entry points (``memoryd.cli``, ``memoryd.app``) read configuration; everything else is
 handed the part it needs. ``config.example.toml`` is rendered from this model by
 ``render_example()`` and a test keeps the two equal.
+
+The model is pydantic's; pydantic-settings reads the environment and the file, and is imported
+only when there is one to read (``load``): it costs ~50 ms and ~7 MB of the daemon's start-up,
+which a daemon run with its defaults (the usual user service) does not pay.
 """
 
 from __future__ import annotations
@@ -23,12 +27,6 @@ from pydantic import (
     ValidationError,
     field_validator,
     model_validator,
-)
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
 from memoryd.core import instructions as core_instructions
@@ -54,6 +52,14 @@ class ServerSettings(_Section):
         ge=0,
         le=100_000,
         description="Replies remembered per request id, so a client's retry is not applied twice.",
+    )
+    readers: int = Field(
+        0,
+        ge=0,
+        le=32,
+        description="Threads that serve search, inject and the hook's payload off the owner "
+        "thread when reads overlap, each with its own database connection; 0: the owner serves "
+        "them. Off by default: on 2 busy cores they cost throughput (bench/retrieval.py).",
     )
 
 
@@ -138,6 +144,26 @@ class RetrievalSettings(_Section):
         le=1,
         description="Drop results below this × best.",
     )
+    search_relative_threshold: float = Field(
+        _CORE_RETRIEVAL.search_relative_threshold,
+        ge=0,
+        le=1,
+        description="Drop search results below this × best (inject uses relative_threshold).",
+    )
+    neighbour_window_s: float = Field(
+        _CORE_RETRIEVAL.neighbour_window_s,
+        ge=0,
+        description="Entries written this close to a strong hit rank near it (s; 0: off).",
+    )
+    neighbour_anchors: int = Field(
+        _CORE_RETRIEVAL.neighbour_anchors, ge=1, description="First results whose neighbours rise."
+    )
+    neighbour_share: float = Field(
+        _CORE_RETRIEVAL.neighbour_share,
+        ge=0,
+        le=1,
+        description="A neighbour ranks at least this × its strong hit's score.",
+    )
     max_per_session: int = Field(
         _CORE_RETRIEVAL.max_per_session,
         ge=1,
@@ -166,6 +192,11 @@ class RetrievalSettings(_Section):
     )
     alias_weight: float = Field(
         _CORE_RETRIEVAL.alias_weight, ge=0, description="Weight of alias terms against query words."
+    )
+    date_boost: float = Field(
+        _CORE_RETRIEVAL.date_boost,
+        ge=0,
+        description="Weight of query words naming the day an entry was written (0: off).",
     )
     budget_ceiling: int = Field(
         DEFAULT_CEILING,
@@ -322,10 +353,8 @@ class LoggingSettings(_Section):
     backups: int = Field(3, ge=0, le=100, description="Rotated log files kept (memoryd.log.1 …).")
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="MEMORYD_", env_nested_delimiter="__", extra="ignore", frozen=True
-    )
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     server: ServerSettings = ServerSettings()
     storage: StorageSettings = StorageSettings()
@@ -336,17 +365,6 @@ class Settings(BaseSettings):
     banks: BanksSettings = BanksSettings()
     instructions: InstructionsSettings = InstructionsSettings()
     logging: LoggingSettings = LoggingSettings()
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
 class ConfigError(ValueError):
@@ -365,18 +383,55 @@ def load(config_file: Path | None = None, **overrides: Any) -> Settings:
 
     if path.is_file():
         _check_names(path)
-
-    class _FromFile(Settings):
-        model_config = SettingsConfigDict(toml_file=path if path.is_file() else None)
-
     try:
-        loaded = _FromFile(**overrides)
+        if not path.is_file() and not _in_environment(os.environ):
+            return Settings(**overrides)  # defaults and the command line: nothing to read
+        loaded = _read_sources(path if path.is_file() else None, overrides)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, path, os.environ)) from exc
     except ValueError as exc:  # tomllib's TOMLDecodeError
         raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
     # Validated already; re-wrap as plain Settings (validation only, no sources read again).
     return Settings.model_validate(loaded.model_dump())
+
+
+def _in_environment(environ: Mapping[str, str]) -> bool:
+    """Whether a variable names a section (``MEMORYD_<SECTION>…``, in any case, as
+    pydantic-settings matches them); ``MEMORYD_SOCKET`` is the clients' too and no setting."""
+    prefixes = tuple(f"MEMORYD_{section}".upper() for section in Settings.model_fields)
+    return any(name.upper().startswith(prefixes) for name in environ)
+
+
+def _read_sources(toml_file: Path | None, overrides: dict[str, Any]) -> BaseModel:
+    """The settings as pydantic-settings reads them: ``overrides`` > environment > file."""
+    from pydantic_settings import (
+        BaseSettings,
+        PydanticBaseSettingsSource,
+        SettingsConfigDict,
+        TomlConfigSettingsSource,
+    )
+
+    class _FromSources(BaseSettings, Settings):
+        model_config = SettingsConfigDict(
+            env_prefix="MEMORYD_",
+            env_nested_delimiter="__",
+            extra="ignore",
+            frozen=True,
+            toml_file=toml_file,
+        )
+
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    return _FromSources(**overrides)
 
 
 def _check_names(path: Path) -> None:
@@ -386,6 +441,10 @@ def _check_names(path: Path) -> None:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"invalid configuration ({path}): {exc}") from exc
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise ConfigError(
+            f"invalid configuration ({path}): arrays or tables nested too deeply to read"
+        ) from None
     sections = Settings.model_fields
     for name, value in data.items():
         if name not in sections:
@@ -509,7 +568,7 @@ def effective(
     path = config_file or default_config_file()
     try:
         from_file = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         from_file = {}  # load() has reported it already
     found = []
     for section in Settings.model_fields:

@@ -21,31 +21,34 @@ on meanwhile; ``sync`` waits for a running commit first.
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import hashlib
-import os
 import posixpath
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Literal, assert_never
 
 import tantivy
 
 from memctl.protocol import Category, Entry, Status
+from memoryd import memtrim
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.errors import Unavailable
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
+from memoryd.disk import write_failure_cause
 from memoryd.store.base import FINDING_PREFIX, Store
 from memoryd.worker import Worker
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 # What a search looks through: the active entries; those and the session findings not promoted
@@ -114,6 +117,7 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("tags", tokenizer_name=ANALYZER)
     sb.add_text_field("file_paths")
     sb.add_text_field("category")
+    sb.add_text_field("when", index_option="freq")  # the day it was said: when_words
     # Exact paths and their directories, for file affinity.
     sb.add_text_field("paths_exact", tokenizer_name="raw", index_option="basic")
     sb.add_text_field("dirs", tokenizer_name="raw", index_option="basic")
@@ -123,6 +127,7 @@ def _schema() -> tantivy.Schema:
     sb.add_integer_field("category_code", fast=True)
     sb.add_integer_field("status_code", fast=True)
     sb.add_float_field("updated_at", fast=True)
+    sb.add_float_field("created_at", fast=True)
     sb.add_integer_field("access_count", fast=True)
     sb.add_integer_field("session_key", fast=True)
     sb.add_integer_field("seq", stored=True)
@@ -136,6 +141,19 @@ def session_key(session_id: str | None) -> int:
         return 0
     digest = hashlib.blake2b(session_id.encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") >> 2) or 1
+
+
+def when_words(created_at: float) -> str:
+    """The day an item was written, in the words a question names a day by: year, month by name,
+    short name and number, day and weekday ("2025 march mar 03 05 wednesday"), local time. A
+    question "what did we decide in March 2025" or "on 2025-03-05" then matches it."""
+    if created_at <= 0:
+        return ""
+    day = datetime.fromtimestamp(created_at)
+    return (
+        f"{day.year} {calendar.month_name[day.month]} {calendar.month_abbr[day.month]} "
+        f"{day.month:02d} {day.day:02d} {calendar.day_name[day.weekday()]}"
+    ).lower()
 
 
 def directories(path: str) -> list[str]:
@@ -156,6 +174,7 @@ def _doc(
     updated_at: float,
     access_count: int,
     session_id: str | None,
+    created_at: float = 0.0,
 ) -> tantivy.Document:
     """One searchable document: text fields for BM25 and the metadata columns scoring reads."""
     doc = tantivy.Document(
@@ -166,6 +185,8 @@ def _doc(
         tags=" ".join(tags),
         file_paths=" ".join(file_paths),
         category=category.replace("_", " "),
+        when=when_words(created_at),
+        created_at=float(created_at),
         archived=int(archived),
         category_code=CATEGORY_CODES[category],
         status_code=STATUS_CODES[status],
@@ -230,27 +251,18 @@ class _Commit:
     done: Future[None]
 
 
-LOW_SPACE_BYTES = 1 << 20
-
-
-def _cause(directory: Path, exc: BaseException) -> str:
-    """What stopped a write, said plainly: tantivy often reports only that its writer thread
-    was killed (which thread met the error first is a race), hiding a full disk or a
-    permission taken away."""
-    try:
-        fs = os.statvfs(directory)
-        if fs.f_bavail * fs.f_frsize < LOW_SPACE_BYTES:
-            return f"No space left on the device of {directory} ({exc})"
-    except OSError:
-        pass
-    if not os.access(directory, os.W_OK):
-        return f"Permission denied: {directory} cannot be written ({exc})"
-    return str(exc)
-
-
 class IndexWriteFailed(Unavailable):
     """The index could not take a change (its cause in the message); searches read what it
     last committed meanwhile."""
+
+
+def _let_go(writer: tantivy.IndexWriter) -> None:
+    """On the committer thread: wait for the writer's merges (its end drops it and its
+    memory), then give the heap that frees back to the system."""
+    try:
+        writer.wait_merging_threads()
+    finally:
+        memtrim.give_back()
 
 
 class SearchIndex:
@@ -263,11 +275,13 @@ class SearchIndex:
         self.rebuild_reason: str | None = None
         self._rebuild: _Rebuild | None = None
         self._running: _Commit | None = None  # a commit in the background, until settled
+        self._releasing: Future[None] | None = None  # a writer let go, until its merges end
         # Called on the committer thread when a background commit ends (wakes the owner).
         self.on_committed: Callable[[], None] = lambda: None
         self._open()
 
     def _open(self) -> None:
+        self._released()
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             fresh = not tantivy.Index.exists(str(self.directory))
@@ -330,12 +344,15 @@ class SearchIndex:
             updated_at=entry.updated_at,
             access_count=entry.access_count,
             session_id=entry.source.session_id,
+            created_at=entry.created_at,
         )
 
     @property
     def _w(self) -> tantivy.IndexWriter:
-        """The writer, taken anew after a failed write let the last one go (``sync``)."""
+        """The writer, taken anew after a failed write or an idle spell let the last one go
+        (``sync``, ``release_writer``)."""
         if self._writer is None:
+            self._released()  # the last writer's lock on the directory goes with it
             self._writer = self._index.writer(self._heap, 1)
             self._writer.garbage_collect_files()  # what the failed commit left behind
         return self._writer
@@ -350,6 +367,24 @@ class SearchIndex:
         self._w.delete_documents_by_term("id", META_ID)
         meta = tantivy.Document(id=META_ID, seq=seq, schema_version=SCHEMA_VERSION)
         self._w.add_document(meta)
+
+    def release_writer(self) -> bool:
+        """Let the writer go while the index is idle: tantivy keeps the writer's indexing
+        memory (up to the heap it was given, and a thread) for as long as it lives, ~30 MB after
+        a big import. Only with nothing uncommitted (no commit running, no rebuild under way);
+        the next write takes a fresh writer (a few ms). Its merges end on the committer thread,
+        which then gives the freed heap back to the system. Returns whether one was let go."""
+        if self._writer is None or self._running is not None or self._rebuild is not None:
+            return False
+        writer, self._writer = self._writer, None
+        self._releasing = _COMMITTER.submit(lambda: _let_go(writer))
+        return True
+
+    def _released(self) -> None:
+        """Wait until a writer let go is gone (its merges waited for: they end in the index)."""
+        releasing, self._releasing = self._releasing, None
+        if releasing is not None:
+            releasing.exception()  # a merge that failed changes nothing committed
 
     @property
     def committing(self) -> bool:
@@ -434,7 +469,7 @@ class SearchIndex:
     def _failed(self, exc: BaseException) -> IndexWriteFailed:
         """A write that failed: the writer goes, and the error says why."""
         self._drop_writer()
-        cause = _cause(self.directory, exc)
+        cause = write_failure_cause(self.directory, exc)
         return IndexWriteFailed(f"the search index cannot be written: {cause}")
 
     def _drop_writer(self) -> None:
@@ -555,6 +590,14 @@ class SearchIndex:
     def rebuilding(self) -> bool:
         return self._rebuild is not None
 
+    def searcher(self) -> tantivy.Searcher:
+        """The index as last committed and reloaded: a snapshot a reader thread searches (and
+        resolves its hits in) while the owner goes on writing and committing. Owner thread
+        only; a rebuild under way is finished first, as ``retrieve`` does."""
+        if self._rebuild is not None:
+            self.finish_rebuild()
+        return self._index.searcher()
+
     def retrieve(
         self,
         terms: Mapping[str, float],
@@ -563,12 +606,17 @@ class SearchIndex:
         active_files: Sequence[str],
         config: RetrievalConfig,
         scan: int,
+        searcher: tantivy.Searcher | None = None,
     ) -> Hits:
         """BM25 with field boosts over weighted terms, plus prefix and fuzzy matches, limited to
-        ``scan`` candidates of ``scope``, each with the metadata the pipeline scores on."""
-        if self._rebuild is not None:
-            self.finish_rebuild()
-        searcher = self._index.searcher()
+        ``scan`` candidates of ``scope``, each with the metadata the pipeline scores on.
+
+        ``searcher``: the index as ``searcher()`` took it on the owner thread, for a reader
+        thread (which must not finish a rebuild: the owner did before handing the read over)."""
+        if searcher is None:
+            if self._rebuild is not None:
+                self.finish_rebuild()
+            searcher = self._index.searcher()
         if not terms:
             return Hits(searcher, [])
         archived, findings = _scope_filter(scope)
@@ -585,6 +633,7 @@ class SearchIndex:
                 "updated_at",
                 "access_count",
                 "session_key",
+                "created_at",
             )
         }
         near = self._near_files(searcher, active_files, archived, scan) if active_files else set()
@@ -596,6 +645,7 @@ class SearchIndex:
             [int(v or 0) for v in columns["access_count"]],
             columns["session_key"],
         )
+        written = [float(v or 0.0) for v in columns["created_at"]]
         candidates = [
             Candidate(
                 ref=addr,
@@ -603,6 +653,7 @@ class SearchIndex:
                 category=CATEGORIES[cats[i]],
                 status=STATUSES[stats[i]],
                 updated_at=times[i],
+                created_at=written[i],
                 access_count=counts[i],
                 session=str(sessions[i]) if sessions[i] else None,
                 file_match=(addr.segment_ord, addr.doc) in near,
@@ -628,6 +679,8 @@ class SearchIndex:
                 distance = 1 if len(term) >= config.fuzzy_min_length else 0
                 loose = Q.fuzzy_term_query(self._schema, "content_raw", term, distance, True, True)
                 should.append((Occur.Should, Q.boost_query(loose, LOOSE_MATCH_BOOST * weight)))
+            if (date := self._date_clause(term, weight, config)) is not None:
+                should.append((Occur.Should, date))
         archived_filter = Q.const_score_query(
             Q.term_query(self._schema, "archived", int(archived)), 0.0
         )
@@ -636,6 +689,16 @@ class SearchIndex:
             entries_only = Q.term_query(self._schema, "kind", "entry")
             clauses.append((Occur.Must, Q.const_score_query(entries_only, 0.0)))
         return Q.boolean_query(clauses)
+
+    def _date_clause(
+        self, term: str, weight: float, config: RetrievalConfig
+    ) -> tantivy.Query | None:
+        """A query word against the day an item was written (``when_words``): "march", "2025".
+        Aliases stay out, as from the category."""
+        if config.date_boost <= 0 or weight < 1.0:
+            return None
+        exact = tantivy.Query.term_query(self._schema, "when", term)
+        return tantivy.Query.boost_query(exact, config.date_boost * weight)
 
     def _near_files(
         self, searcher: tantivy.Searcher, files: Sequence[str], archived: bool, scan: int
@@ -677,3 +740,4 @@ class SearchIndex:
         if self._writer is not None:
             self._writer.wait_merging_threads()
         self._writer = None
+        self._released()

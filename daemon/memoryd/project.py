@@ -2,7 +2,8 @@
 
 Every change goes the same way: the pure core plans an event, the journal makes it durable, the
 store applies it in one transaction, and the index learns of it before the next search that
-needs it (``INDEX_MAY_LAG``). Only the owner thread calls into this class.
+needs it (``INDEX_MAY_LAG``). Only the owner thread calls into this class; a reader thread gets a
+``ProjectReader`` (``ProjectMemory.reader``) instead.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import os
 import shutil
 import sqlite3
 import time
+import types
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
+import tantivy
 
 from memctl import protocol as p
 from memoryd.atomic import write_atomic
@@ -71,7 +74,7 @@ from memoryd.core.recall import conflicts, retrieval
 from memoryd.core.redaction import redact
 from memoryd.index import Hits, IndexWriteFailed, SearchIndex, SearchScope, split_ids
 from memoryd.store.base import FINDING_PREFIX, SessionRecord, Store, StoreCorrupt
-from memoryd.store.sqlite import SqliteStore
+from memoryd.store.sqlite import ReadConnections, SqliteStore
 
 ID_PREFIX_MIN = 4
 # At open the index's ids are compared with the store's up to this many documents (~15 ms);
@@ -141,11 +144,18 @@ class ProjectMemory:
                 f"{self.slug}: cut a torn audit line ({self.journal.torn_bytes} bytes)", "warning"
             )
         self._behind = False  # journaled events the database has not applied yet
-        self.store: Store = self._open_store()
+        try:
+            self.store: Store = self._open_store()
+        except Unavailable:  # the disk cannot serve now: the next request tries again
+            self.journal.close()
+            raise
         self.replayed = self._replay()
         self.index = SearchIndex(self.dir / "index", heap_bytes=settings.index_heap_mb * 1_000_000)
         self.index.open_synced(self.store)
         self._reconcile_index()
+        # The reader threads' connections to the database (``ProjectReader``).
+        self._reads = ReadConnections(self.dir / "memory.db")
+        self.closed = False
         # What the index has not published yet, counted in commits (of events) since open.
         self._changes = 0
         self._exact = 0  # the last commit of an event outside INDEX_MAY_LAG
@@ -782,14 +792,41 @@ class ProjectMemory:
         scope cannot do without (read-your-writes): for the active entries, all but those of
         ``INDEX_MAY_LAG`` (the caller drops a hit the store holds as archived); for the
         archive, every one. A rebuild under way is finished first (``SearchIndex.retrieve``)."""
+        self._index_for(scope)
+        return self.index.retrieve(
+            terms, scope=scope, active_files=active_files, config=config, scan=scan
+        )
+
+    def _index_for(self, scope: SearchScope) -> None:
+        """Bring the index up to every change a search of ``scope`` cannot do without."""
         wanted = self._changes if scope == "archived" else self._exact
         if wanted > self._indexed:
             self._settle_index(wait=True)  # the commit running may be the one that holds it
             if wanted > self._indexed:
                 self.sync_index()
-        return self.index.retrieve(
-            terms, scope=scope, active_files=active_files, config=config, scan=scan
+
+    def reader(self, scope: SearchScope | None) -> ProjectReader:
+        """What a reader thread needs to serve one read of this project (``search``,
+        ``inject``) off the owner thread. Taken on the owner thread, after every change it
+        acknowledged: the index is brought up to what a search of ``scope`` cannot do without
+        (None: the read does not search), as ``search_candidates`` would, and its searcher
+        taken then; the reader's own database connection reads the last commit."""
+        searcher = None
+        if scope is not None:
+            self._index_for(scope)
+            searcher = self.index.searcher()
+        return ProjectReader(
+            self.index,
+            searcher,
+            self._reads,
+            self.aliases(),
+            index_lags=self.index_lags,
+            clock=self._clock,
         )
+
+    def saw_session(self, session_id: str, at: float) -> None:
+        """A session showed a sign of life (a reader served its working memory)."""
+        self._session_seen[session_id] = at
 
     def lookup(self, doc_ids: Sequence[str]) -> dict[str, p.Entry | SessionFinding]:
         """The entries and findings behind search hits, by document id (a finding's as
@@ -1071,6 +1108,8 @@ class ProjectMemory:
         if self.index.rebuilding or not self._settle_index(wait=False):
             return
         if self._changes == self._indexed:
+            # Idle since the last tick: the writer's memory goes back until the next write.
+            self.index.release_writer()
             return
         changes, unindexed = self._changes, len(self._unindexed)
         try:
@@ -1219,11 +1258,157 @@ class ProjectMemory:
         return "; ".join(problems) or None
 
     def close(self) -> None:
+        self.closed = True  # a read still running on a reader thread leaves nothing to apply
+        self._reads.close()
         self.flush_accesses()
         self.sync_index(finish_rebuild=False)
         self.index.close()
         self.store.close()
         self.journal.close()
+
+
+class ProjectReader:
+    """One read of a project on a reader thread (``server/readers.py``): the searcher and the
+    aliases the owner took for it (``ProjectMemory.reader``), a database connection of its own
+    while open (``with reader:``), and what the read leaves for the owner to apply: accesses,
+    sessions seen, its latency (``Recall.settle_read``). It changes nothing itself. The
+    methods are ``ProjectMemory``'s of the same names, as ``Recall`` uses them."""
+
+    def __init__(
+        self,
+        index: SearchIndex,
+        searcher: tantivy.Searcher | None,
+        reads: ReadConnections,
+        aliases: dict[str, tuple[str, ...]],
+        *,
+        index_lags: bool,
+        clock: Callable[[], float],
+    ) -> None:
+        self._clock = clock
+        self._index = index
+        self._searcher = searcher
+        self._reads = reads
+        self._aliases = aliases
+        self.index_lags = index_lags
+        self._borrowed: contextlib.ExitStack | None = None
+        self._conn: Store | None = None
+        # For the owner: (ids, when) of each injection, (session, when) of each session seen,
+        # and the read's time in ms.
+        self.accessed: list[tuple[list[str], float]] = []
+        self.sessions_seen: list[tuple[str, float]] = []
+        self.ms: float | None = None
+
+    def __enter__(self) -> ProjectReader:
+        stack = contextlib.ExitStack()
+        self._conn = stack.enter_context(self._reads.borrow())
+        self._borrowed = stack
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        borrowed, self._borrowed, self._conn = self._borrowed, None, None
+        if borrowed is not None:
+            borrowed.close()
+
+    @property
+    def _store(self) -> Store:
+        assert self._conn is not None, "read only inside `with reader:`"
+        return self._conn
+
+    def apply_to(self, project: ProjectMemory) -> None:
+        """On the owner thread: what the read leaves for it (accesses, sessions seen); none
+        when the project was closed meanwhile (``ProjectRegistry`` keeps a few open)."""
+        if project.closed:
+            return
+        for ids, at in self.accessed:
+            project.record_access(ids, at)
+        for session, at in self.sessions_seen:
+            project.saw_session(session, at)
+
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        return self._aliases
+
+    def search_candidates(
+        self,
+        terms: dict[str, float],
+        *,
+        scope: SearchScope,
+        active_files: Sequence[str],
+        config: retrieval.RetrievalConfig,
+        scan: int,
+    ) -> Hits:
+        assert self._searcher is not None, "the owner took no searcher for this read"
+        return self._index.retrieve(
+            terms,
+            scope=scope,
+            active_files=active_files,
+            config=config,
+            scan=scan,
+            searcher=self._searcher,
+        )
+
+    def lookup(self, doc_ids: Sequence[str]) -> dict[str, p.Entry | SessionFinding]:
+        entry_ids, finding_ids = split_ids(doc_ids)
+        found: dict[str, p.Entry | SessionFinding] = dict(self._store.get_many(entry_ids))
+        if finding_ids:
+            by_id = self._store.get_findings(finding_ids)
+            found.update((FINDING_PREFIX + k, v) for k, v in by_id.items())
+        return found
+
+    def entries(self, ids: Sequence[str]) -> dict[str, p.Entry]:
+        return self._store.get_many(ids)
+
+    def working_memory(self, session_id: str) -> list[p.Entry]:
+        ids = self._store.working_memory(session_id)
+        if not ids:
+            return []
+        self.sessions_seen.append((session_id, self._clock()))
+        held = self._store.get_many(ids)
+        return [held[i] for i in ids if i in held and not held[i].archived]
+
+    def pinned(self, limit: int) -> list[p.Entry]:
+        return self._store.pinned(limit)
+
+    def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
+        return self._store.unpromoted_findings(session_ids, limit)
+
+    def episodes(self, limit: int) -> list[Episode]:
+        return self._store.episodes(limit)
+
+    def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        return self._store.active_conflicts(ids)
+
+    def budget_ceiling(self, default: int) -> int:
+        value = self._store.setting("budget_ceiling")
+        return int(value) if isinstance(value, int) and value > 0 else default
+
+    def recent_confirmed(self, limit: int) -> list[p.Entry]:
+        found, _total = self._store.list_entries(
+            category=None, status="confirmed", archived=False, limit=limit, offset=0
+        )
+        return found
+
+    def list_entries(
+        self,
+        *,
+        category: p.Category | None,
+        status: p.Status | None,
+        archived: bool,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[p.Entry], int]:
+        """As ``ProjectMemory.list_entries``, without the latest injections' access counts
+        (those are the owner's until it flushes them)."""
+        return self._store.list_entries(
+            category=category, status=status, archived=archived, limit=limit, offset=offset
+        )
+
+    def record_access(self, ids: list[str], now: float) -> None:
+        self.accessed.append((list(ids), now))
 
 
 QUARANTINE_S = 24 * 3600

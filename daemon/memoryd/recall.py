@@ -20,7 +20,12 @@ from memoryd.core.recall import budget, conflicts, injection, retrieval
 from memoryd.core.recall.formatting import Item
 from memoryd.core.recall.slo import SloMonitor
 from memoryd.index import SearchScope
-from memoryd.project import ProjectMemory
+from memoryd.project import ProjectMemory, ProjectReader
+
+# Who a read asks: the project itself on the owner thread, or what the owner took of it for a
+# reader thread (``ProjectMemory.reader``), which leaves accesses and latency for the owner to
+# apply (``Recall.settle_read``).
+Source = ProjectMemory | ProjectReader
 
 SESSION_FINDINGS = 20
 SUMMARY_EPISODES = 3
@@ -66,12 +71,13 @@ class Recall:
 
     def _ranked(
         self,
-        project: ProjectMemory,
+        project: Source,
         query: str,
         *,
         scope: SearchScope,
         files: Sequence[str],
         limit: int,
+        threshold: float | None = None,
     ) -> list[tuple[p.Entry | SessionFinding, float]]:
         config = self.config
         top_k, scan = config.top_k, config.max_candidate_scan
@@ -94,6 +100,7 @@ class Recall:
             reranker=self.reranker,
             top_k=max(top_k, wanted),
             limit=wanted,
+            threshold=threshold,
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
         found = project.lookup(ids)
@@ -103,8 +110,22 @@ class Recall:
         kept = [(found[i], s.score) for i, s in zip(ids, ranked, strict=True) if i in found]
         return [(e, score) for e, score in kept if _in_scope(e, archive)][:limit]
 
-    def _timed(self, started: float) -> None:
-        change = self.slo.record((time.perf_counter() - started) * 1000)
+    def _timed(self, started: float, project: Source) -> None:
+        ms = (time.perf_counter() - started) * 1000
+        if isinstance(project, ProjectReader):
+            project.ms = ms  # the SLO window is the owner's: it records it (settle_read)
+        else:
+            self._record(ms)
+
+    def settle_read(self, project: ProjectMemory, reader: ProjectReader) -> None:
+        """On the owner thread, once a reader thread served a read: its accesses and sessions
+        seen go to the project, its latency to the SLO monitor."""
+        reader.apply_to(project)
+        if reader.ms is not None:
+            self._record(reader.ms)
+
+    def _record(self, ms: float) -> None:
+        change = self.slo.record(ms)
         if change is not None:
             self.slo_events.append(
                 p.DegradeEvent(at=self._clock(), degraded=change.degraded, p95_ms=change.p95_ms)
@@ -115,7 +136,7 @@ class Recall:
 
     # ------------------------------------------------------------------ operations
 
-    def search(self, project: ProjectMemory, req: p.Search) -> list[p.ScoredEntry]:
+    def search(self, project: Source, req: p.Search) -> list[p.ScoredEntry]:
         started = time.perf_counter()
         ranked = self._ranked(
             project,
@@ -123,13 +144,14 @@ class Recall:
             scope="archived" if req.archive else "active_and_findings",
             files=req.files,
             limit=req.k,
+            threshold=self.config.search_relative_threshold,
         )
-        self._timed(started)
+        self._timed(started, project)
         return [_scored(item, score) for item, score in ranked]
 
     def inject(
         self,
-        project: ProjectMemory,
+        project: Source,
         req: p.Inject,
         *,
         session_ids: Sequence[str] = (),
@@ -160,14 +182,14 @@ class Recall:
         total = budget.total_budget(ceiling, req.remaining_context)
         payload = injection.build(req.format, total, items, shares=self.extra_shares)
         project.record_access(payload.ids, self._clock())
-        self._timed(started)
+        self._timed(started, project)
         return p.InjectResult(
             text=payload.text,
             tokens=p.TokenInfo(total=payload.tokens, budget=payload.budget, tiers=payload.tiers),
             entries=payload.ids,
         )
 
-    def _always(self, project: ProjectMemory, session: str | None) -> list[p.Entry]:
+    def _always(self, project: Source, session: str | None) -> list[p.Entry]:
         """The always-inject tier: the session's working memory (what its agent asked to keep in
         view: small, and for this session only), then the project's pinned entries."""
         focused = project.working_memory(session) if session else []
@@ -175,11 +197,11 @@ class Recall:
         pinned = project.pinned(self.config.max_pinned)
         return [*focused, *(e for e in pinned if e.id not in shown)]
 
-    def _session_items(self, project: ProjectMemory, session_ids: list[str]) -> list[Item]:
+    def _session_items(self, project: Source, session_ids: list[str]) -> list[Item]:
         found = project.unpromoted_findings(list(dict.fromkeys(session_ids)), SESSION_FINDINGS)
         return [Item(kind="finding", text=f.content, id=f.id, category=f.category) for f in found]
 
-    def _relevant(self, project: ProjectMemory, req: p.Inject, exclude: set[str]) -> list[p.Entry]:
+    def _relevant(self, project: Source, req: p.Inject, exclude: set[str]) -> list[p.Entry]:
         limit = self.config.inject_top_n
         if req.query.strip():
             ranked = self._ranked(
@@ -207,7 +229,7 @@ class Recall:
 
     def _attach_conflicts(
         self,
-        project: ProjectMemory,
+        project: Source,
         pinned: list[p.Entry],
         relevant: list[p.Entry],
         items: dict[str, list[Item]],

@@ -20,7 +20,8 @@ class SmallDisk:
         self.path = path
         self._filler = path / ".filler"
 
-    def fill(self) -> None:
+    def fill(self, leave: int = 0) -> None:
+        """Take every free byte; then give back the whole pages that hold ``leave`` bytes."""
         fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             block = b"\0" * 4096
@@ -31,8 +32,12 @@ class SmallDisk:
                     if exc.errno != errno.ENOSPC:
                         raise
                     if len(block) == 1:
-                        return
+                        break
                     block = block[: len(block) // 2]  # the last few bytes too
+            if leave:
+                page = os.statvfs(self.path).f_frsize
+                size = os.fstat(fd).st_size
+                os.ftruncate(fd, max(0, (size - leave) // page * page))
         finally:
             os.close(fd)
 

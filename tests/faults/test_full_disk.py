@@ -6,7 +6,7 @@ import json
 import shutil
 import signal
 
-from conftest import Daemon, Env, ok_json, until
+from conftest import Daemon, Env, memctl, ok_json, until
 from faults.conftest import small_disk
 from memctl import protocol
 from memctl.transport import Client
@@ -92,6 +92,86 @@ def test_a_full_index_disk_heals_without_a_restart(env: Env) -> None:
             reply, found = _search(env, "billing queue drained")
             assert isinstance(reply, protocol.Ok), reply
             assert found == ["The billing queue is drained every night at two"]
+            assert ok_json(env, "check")["ok"] is True
+        finally:
+            daemon.stop()
+
+
+def _refused(env: Env, *args: str, stdin: str | None = None) -> str:
+    """The error of a command the daemon refuses."""
+    result = memctl(env, *args, stdin=stdin)
+    assert result.code != 0, f"{args} done on a full disk"
+    return result.stderr
+
+
+def test_a_full_data_disk_names_the_cause_and_heals_without_a_restart(env: Env) -> None:
+    """Proves that a full disk under a project's data folder (memory.db, its WAL, the audit log)
+    is reported as what it is, reads keep being served, and writes resume by themselves once
+    there is space again, nothing lost or doubled; and that a project opened on a full disk is
+    refused with that cause, its database left where it is. On main the user read "cannot
+    rollback - no transaction is active" (SQLite had rolled back by itself on SQLITE_FULL), and
+    opening the project on a full disk moved memory.db aside as "corrupt"."""
+    daemon = Daemon(env).start()
+    try:
+        ok_json(env, "remember", "The ledger service runs on Postgres 15")
+    finally:
+        daemon.stop()
+    [folder] = list((env.data / "projects").glob("*"))
+    kept = folder.with_name("kept")
+    shutil.move(folder, kept)
+    with small_disk(folder, "4m") as disk:
+        for path in kept.iterdir():
+            (shutil.copytree if path.is_dir() else shutil.copy2)(path, folder / path.name)
+        daemon = Daemon(env).start()
+        try:
+            assert ok_json(env, "search", "ledger Postgres")["results"]  # the project is open
+            disk.fill(leave=4096)  # one page: a short audit line fits, SQLite's commit does not
+            # One event longer than what is left: the journal refuses it.
+            lines = "".join(
+                json.dumps({"content": f"Imported rule {n} keeps the ledger balanced"}) + "\n"
+                for n in range(400)
+            )
+            errors = [_refused(env, "import", "-", stdin=lines)]
+            # Short enough for the journal: SQLite refuses it (its WAL needs several pages).
+            errors.append(
+                _refused(env, "remember", "The billing queue is drained every night at two")
+            )
+            assert "the audit log" in errors[0] and "nothing was changed" in errors[0], errors
+            assert "journaled" in errors[1] and "the database" in errors[1], errors
+            for error in errors:
+                assert "No space left on the device" in error, error
+                assert "no transaction is active" not in error and "Traceback" not in error
+            # Reads are served meanwhile, from what the disk holds.
+            found = ok_json(env, "search", "ledger Postgres")["results"]
+            assert [r["content"] for r in found] == ["The ledger service runs on Postgres 15"]
+            assert ok_json(env, "status")["daemon"]["pid"] == daemon.proc.pid
+
+            disk.free()
+            # The change the journal took is applied by the daemon itself, without a write.
+            until(
+                lambda: ok_json(env, "search", "billing queue drained")["results"],
+                "the journaled change is applied once there is space",
+            )
+            ok_json(env, "remember", "The staging cluster deploys first")
+            contents = [e["content"] for e in ok_json(env, "list", "--limit", "100")["entries"]]
+            assert sorted(contents) == [
+                "The billing queue is drained every night at two",
+                "The ledger service runs on Postgres 15",
+                "The staging cluster deploys first",
+            ]
+            assert ok_json(env, "check")["ok"] is True
+        finally:
+            daemon.stop()
+        # A project opened on a full disk: refused with the cause, nothing moved aside.
+        disk.fill()
+        daemon = Daemon(env).start()
+        try:
+            error = _refused(env, "remember", "The release train leaves on Thursdays")
+            assert "No space left on the device" in error and "corrupt" not in error, error
+            assert not list(folder.glob("memory.db.corrupt-*"))
+            disk.free()
+            ok_json(env, "remember", "The release train leaves on Thursdays")
+            assert len(ok_json(env, "list", "--limit", "100")["entries"]) == 4
             assert ok_json(env, "check")["ok"] is True
         finally:
             daemon.stop()

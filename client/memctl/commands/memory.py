@@ -3,9 +3,10 @@ episodes, import and export, working memory, the graph and notes."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import get_args
 
 import msgspec
@@ -165,17 +166,37 @@ def cmd_unpin(s: Session) -> None:
     s.emit(s.call(protocol.Unpin(target=s.args.target)), render.pinned)
 
 
-def _read_lines(source: str) -> list[str]:
+def _count_lines(source: str) -> int | None:
+    """The lines of a file (for the progress bar), read a block at a time and checked to be
+    UTF-8 before anything is sent; None for stdin, which can be read only once."""
     if source == "-":
-        return sys.stdin.read().splitlines()
+        return None
+    utf8 = codecs.getincrementaldecoder("utf-8")()
     try:
-        with open(source, encoding="utf-8") as fh:
-            return fh.read().splitlines()
+        with open(source, "rb") as fh:
+            count, last = 0, b"\n"
+            while block := fh.read(1 << 20):
+                utf8.decode(block)
+                count, last = count + block.count(b"\n"), block[-1:]
+            utf8.decode(b"", final=True)
     except (OSError, UnicodeDecodeError) as exc:
+        raise Failed(f"cannot read {source}: {exc}", EXIT_USAGE) from None
+    return count + (last != b"\n")
+
+
+def _read_lines(source: str) -> Iterator[str]:
+    """The lines of ``source`` one at a time: a request's worth is held, never the file."""
+    try:
+        with sys.stdin if source == "-" else open(source, encoding="utf-8") as fh:
+            for line in fh:
+                yield line.rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        # A file was checked whole first; stdin is read as it comes, so the requests sent
+        # before the bad line were applied (importing them again finds them duplicates).
         raise Failed(f"cannot read {source}: {exc}", EXIT_USAGE) from None
 
 
-def _chunks(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
+def _chunks(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
     """Split lines into requests under the daemon's message limit; yields (first line no, lines)."""
     start, size = 1, 0
     chunk: list[str] = []
@@ -193,10 +214,10 @@ def _chunks(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
 def cmd_import(s: Session) -> None:
     from memctl import progress  # tqdm: loaded by this command alone
 
-    lines = _read_lines(s.args.source)
     total = protocol.ImportResult(imported=0, duplicates=0, rejected=[])
-    with progress.bar(len(lines), "lines", "importing", shown=not s.as_json) as bar:
-        for first, chunk in _chunks(lines):
+    count = _count_lines(s.args.source)
+    with progress.bar(count, "lines", "importing", shown=not s.as_json) as bar:
+        for first, chunk in _chunks(_read_lines(s.args.source)):
             result = s.call(protocol.Import(lines=chunk, first_line=first), BULK_BUDGET_S)
             total.imported += result.imported
             total.duplicates += result.duplicates

@@ -34,7 +34,7 @@ from memoryd.capture import parsers
 from memoryd.capture.parsers.base import ParserState
 from memoryd.capture.tail import Cursor, read_document, read_new
 from memoryd.core import redaction
-from memoryd.core.capture.extraction import extract
+from memoryd.core.capture.extraction import Extractor
 from memoryd.core.capture.finalization import SessionClose, plan_finalization
 from memoryd.core.capture.findings import SessionFinding, finding_id, session_memory_keeps
 from memoryd.core.capture.paths import ProjectPaths
@@ -46,9 +46,14 @@ from memoryd.core.events import FindingsDropped, FindingsRecorded, SessionInfo
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
 
-# A checkpoint extracts the messages new since the last one plus this many before them, so an
-# error can still be paired with a fix that arrives a little later; finalizing reads them all.
-CHECKPOINT_CONTEXT = 40
+# One step of reading a transcript on the owner thread: at most this many bytes of lines are
+# read, parsed and extracted before the loop serves its clients again; the rest of a large
+# transcript is read a slice per loop turn (``work_backlog``). A line longer than a slice is
+# still read whole, up to ``tail.DEFAULT_MAX_BYTES``.
+SLICE_BYTES = 256 * 1024
+# ... and a slice ends early, at a line's start, once it has taken this long (prose-dense lines
+# cost more per byte; a loaded machine makes every step longer): the owner's budget per step.
+STEP_BUDGET_S = 0.025
 
 
 class FileCursor(msgspec.Struct, kw_only=True):
@@ -85,6 +90,16 @@ class LiveSession:
     inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
     closed_before: bool = False  # finalized at least once in this run
     resumed: bool = False  # continued from a saved cursor: earlier messages are not in memory
+    # Extraction over the session so far: each message is fed to it once (``fed`` of them).
+    extractor: Extractor | None = None
+    fed: int = 0
+    first_cwd: str | None = None  # the first folder a message names (the parser may know none)
+
+    def restart(self, state: ParserState) -> None:
+        """The file is a new transcript from its first line (truncated, replaced, rewritten)."""
+        self.state = state
+        self.messages.clear()
+        self.extractor, self.fed, self.first_cwd = None, 0, None
 
     @property
     def session_id(self) -> str:
@@ -140,6 +155,8 @@ class CaptureService:
         self._backlog: deque[tuple[str, int]] = deque()
         self._backlog_files = p.Progress(done=0, total=0)
         self._backlog_bytes = p.Progress(done=0, total=0)
+        # Transcripts read a slice at a time, with more of them to read (path → agent).
+        self._continuing: dict[str, Agent] = {}
         self._cursors = self._load_cursors()
         self._cursors_dirty = False
         self.stats: dict[str, Any] = {
@@ -195,22 +212,31 @@ class CaptureService:
         return info.st_size
 
     def work_backlog(self) -> bool:
-        """Read one queued file; returns whether more are queued."""
-        if self._backlog:
+        """Read a slice of a transcript with more to read, else start on one queued file;
+        returns whether more is waiting."""
+        if self._continuing:
+            path, agent = next(iter(self._continuing.items()))
+            self.file_changed(path, agent)
+        elif self._backlog:
             path, unread = self._backlog.popleft()
             try:
                 self.file_changed(path)
             finally:
                 self._backlog_files.done += 1
                 self._backlog_bytes.done += unread
-        return bool(self._backlog)
+        return bool(self._backlog or self._continuing)
 
     def backlog_pending(self) -> bool:
-        return bool(self._backlog)
+        return bool(self._backlog or self._continuing)
 
-    def file_changed(self, path: str, agent: Agent | None = None) -> LiveSession | None:
-        """Read what is new in ``path``; checkpoint findings when there are new messages."""
+    def file_changed(
+        self, path: str, agent: Agent | None = None, *, whole: bool = False
+    ) -> LiveSession | None:
+        """Read what is new in ``path`` (a slice of it, or all with ``whole``: a hook needs
+        the transcript up to date); checkpoint findings when there are new messages. What a
+        slice leaves is read by ``work_backlog``, a slice per loop turn."""
         agent = agent or parsers.detect_agent(path)
+        self._continuing.pop(path, None)
         if agent is None:
             return None
         try:
@@ -230,7 +256,8 @@ class CaptureService:
                 return None  # finished and nothing new: do not even parse it
             live = self._open(path, agent)
         before = len(live.messages)
-        self._read(live)
+        if self._read(live, whole):
+            self._continuing[path] = agent
         if len(live.messages) > before:
             live.finalized = False
             live.last_activity = self._clock()
@@ -278,34 +305,41 @@ class CaptureService:
             for offset, line in chunk.lines:
                 parsed = parsers.parse_line(live.agent, line, offset, state)
                 messages.extend(m for m in parsed if not m.injected)
-            if not chunk.lines and not chunk.skipped_long_lines:
+            if not chunk.more:
                 return messages
 
-    def _read(self, live: LiveSession) -> None:
+    def _read(self, live: LiveSession, whole: bool) -> bool:
+        """Read a slice of what is new (all of it with ``whole``); returns whether more is
+        waiting to be read."""
         if live.path.endswith(".json"):
             data, live.cursor = read_document(live.path, live.cursor)
             if data is not None:
-                live.state = parsers.new_state(live.agent, live.path)
-                live.messages.clear()
+                live.restart(parsers.new_state(live.agent, live.path))
                 self._accept(live, parsers.parse_document(data, live.state))  # type: ignore[arg-type]
-            return
+            return False
+        started = time.perf_counter()
         while True:
-            chunk = read_new(live.path, live.cursor)
+            chunk = read_new(live.path, live.cursor, slice_bytes=SLICE_BYTES)
             if chunk.restarted and live.cursor is not None:
                 # Truncated or replaced: the file is a new transcript from its first line.
-                live.state = parsers.new_state(live.agent, live.path)
-                live.messages.clear()
+                live.restart(parsers.new_state(live.agent, live.path))
             live.cursor = chunk.cursor
-            for offset, line in chunk.lines:
+            for i, (offset, line) in enumerate(chunk.lines):
+                if i and not whole and time.perf_counter() - started > STEP_BUDGET_S:
+                    # Out of time: the next step goes on from this line.
+                    live.cursor = Cursor(path=live.path, inode=chunk.cursor.inode, offset=offset)
+                    return True
                 self._accept(live, parsers.parse_line(live.agent, line, offset, live.state))
-            if not chunk.lines and not chunk.skipped_long_lines:
-                return
+            if not chunk.more or not whole:
+                return chunk.more
 
     def _accept(self, live: LiveSession, messages: list[Message]) -> None:
         for message in messages:
             if message.injected:
                 continue
             live.messages.append(message)
+            if live.first_cwd is None and message.cwd:
+                live.first_cwd = message.cwd
             live.pending += 1
             self.stats["messages"] += 1
             if live.pending >= self.checkpoint_every:
@@ -321,7 +355,7 @@ class CaptureService:
                 session_id=state.session_id,
                 parent_session_id=state.parent_session_id,
                 subagent_id=state.subagent_id,
-                cwd=state.cwd or next((m.cwd for m in live.messages if m.cwd), None),
+                cwd=state.cwd or live.first_cwd,
             )
             self._cursors_dirty = True
 
@@ -331,7 +365,7 @@ class CaptureService:
         """The session's project, looked up by root each time: the registry may have closed
         it meanwhile (it keeps only the most recently used projects open)."""
         if live.project_root is None:
-            cwd = live.state.cwd or next((m.cwd for m in live.messages if m.cwd), None)
+            cwd = live.state.cwd or live.first_cwd
             if cwd is None:
                 return None
             try:
@@ -350,14 +384,18 @@ class CaptureService:
         return project.auto_memory_enabled()
 
     def _checkpoint(self, live: LiveSession, full: bool = False) -> list[SessionFinding]:
-        window = None if full else live.pending + CHECKPOINT_CONTEXT
+        """Record what the session so far has found and session memory did not hold yet
+        (``full``: the session's end, when errors still open are kept too). Each message is
+        extracted once: only those new since the last checkpoint are fed to the extractor."""
         live.pending = 0
         project = self._project(live)
         if project is None or not self._enabled(project):
             return []
-        recent = live.messages if window is None else live.messages[-window:]
-        paths = self._paths(live)
-        found = extract(recent, self._rules, redact=_redact, paths=paths)
+        if live.extractor is None:
+            live.extractor = Extractor(self._rules, redact=_redact, paths=self._paths(live))
+        live.extractor.feed(live.messages[live.fed :])
+        live.fed = len(live.messages)
+        found = live.extractor.findings()
         findings = [*self._inherited(live, project), *found]
         findings = list({f.id: f for f in findings}.values())  # its own finding wins a tie
         changed = tuple(
@@ -546,7 +584,7 @@ class CaptureService:
         path."""
         if not transcript_path or parsers.detect_agent(transcript_path) != agent:
             return None
-        live = self.file_changed(transcript_path, agent)
+        live = self.file_changed(transcript_path, agent, whole=True)
         if live is None:
             return None
         if self._project(live) is None:

@@ -11,6 +11,7 @@ inode and size check, so it is not noticed; the append-only writers never do tha
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -40,17 +41,28 @@ class Chunk:
     cursor: Cursor  # where the next read starts
     restarted: bool  # the file was truncated or replaced (new inode): read from 0
     skipped_long_lines: int = 0  # lines longer than max_bytes, skipped unread
+    more: bool = False  # the read filled its window: more may follow the cursor at once
 
 
-def read_new(path: str, cursor: Cursor | None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Chunk:
+def read_new(
+    path: str,
+    cursor: Cursor | None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    slice_bytes: int | None = None,
+) -> Chunk:
     """The complete lines appended to ``path`` since ``cursor`` (None: from the start).
 
-    Reads at most ``max_bytes``; when more is waiting, the returned cursor is short of the end
-    and the caller calls again. A partial last line is left for the next read. A line that does
-    not fit in ``max_bytes`` (with its newline) is skipped, never returned, and counted.
+    Reads at most ``max_bytes``; when more is waiting (``more``), the returned cursor is short
+    of the end and the caller calls again. A partial last line is left for the next read. A line
+    that does not fit in ``max_bytes`` (with its newline) is skipped, never returned, and
+    counted; skipping it goes on a window per call, each with ``more`` set. With
+    ``slice_bytes``, a call reads about that much: the lines that end within it, or, when none
+    does, the one line that starts there (still up to ``max_bytes``) and nothing after it.
     Raises FileNotFoundError when ``path`` is missing (the caller decides what that means)."""
     if max_bytes < 1:
         raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+    window = max_bytes if slice_bytes is None else max(1, min(slice_bytes, max_bytes))
     # Open first, then fstat: the inode checked is the one read, even if the file is replaced
     # in between.
     with open(path, "rb") as handle:
@@ -61,9 +73,18 @@ def read_new(path: str, cursor: Cursor | None, *, max_bytes: int = DEFAULT_MAX_B
         resume = cursor if cursor is not None and not restarted else None
         start = resume.offset if resume is not None else 0
         handle.seek(start)
-        data = handle.read(max_bytes)
-    in_long_line = resume is not None and resume.in_long_line
-    return _chunk(path, stat.st_ino, start, data, max_bytes, in_long_line, restarted)
+        data = handle.read(window)
+        in_long_line = resume is not None and resume.in_long_line
+        more = len(data) == window
+        if more and window < max_bytes and not in_long_line and b"\n" not in data:
+            # A line longer than the slice: read on to its end (or to ``max_bytes``), and
+            # return that line alone, so one call never reads much more than one long line.
+            data += handle.read(max_bytes - window)
+            newline = data.find(b"\n")
+            if newline >= 0:
+                data = data[: newline + 1]
+    chunk = _chunk(path, stat.st_ino, start, data, max_bytes, in_long_line, restarted)
+    return dataclasses.replace(chunk, more=more)
 
 
 def _chunk(

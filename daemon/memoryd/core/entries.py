@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import get_args
 
-from memctl.protocol import Category, Entry, Source, Status
+from memctl.protocol import NAME_PATTERN, NAME_RULE, Category, Entry, Source, Status
 from memoryd.core.errors import BadRequest, TooLarge
 
 MAX_CONTENT_CHARS = 500
@@ -100,8 +100,13 @@ def fingerprint(content: str) -> str:
     return f"{_djb2(norm, 0xDEADBEEF):08x}{_djb2(norm, 0x41C6CE57):08x}"
 
 
-# Control characters other than tab and newline never belong in memory text.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# What never belongs in memory text: controls (C0 other than tab and newline, DEL, C1: terminal
+# escapes, no text needs them) and the bidi embeddings, overrides and isolates (they reorder how
+# the rest reads, "Trojan Source"). Text keeps its lines and tabs, and the bidi marks (U+200E/F,
+# U+061C) and joiners (U+200C/D) that right-to-left scripts and emoji need; every payload strips
+# those on the way to an agent (core.recall.formatting).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_NAME = re.compile(NAME_PATTERN)
 
 
 def clean_content(raw: str) -> str:
@@ -118,8 +123,12 @@ def clean_content(raw: str) -> str:
 
 
 def clean_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Tags as memory keeps them; one holding a control or bidi character is refused (an import
+    line or a teammate's file do not pass through the request schema's check)."""
     seen: dict[str, None] = {}
     for tag in tags:
+        if not _NAME.match(tag):
+            raise BadRequest(f"tag {ascii(tag)[:80]}: {NAME_RULE}")
         t = _WS.sub("-", tag.strip().lower())
         if t:
             seen.setdefault(t, None)

@@ -1,6 +1,6 @@
 """What every handler gets: the daemon's parts (``DaemonContext``), its run state (``Lifecycle``),
-and ``Parked``, the answer of a handler that has to wait (a long poll, an LLM thinking) without
-holding the owner thread."""
+``Parked``, the answer of a handler that has to wait (a long poll, an LLM thinking) without
+holding the owner thread, and ``Deferred``, the answer a reader thread computes (a search)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -103,4 +103,23 @@ class Parked:
     ready: Callable[[], bool] | None = None
 
 
-Handler = Callable[[DaemonContext, Any], msgspec.Struct | Parked]
+_R = TypeVar("_R")
+_A = TypeVar("_A", bound=msgspec.Struct)
+
+
+@dataclass(frozen=True)
+class Deferred(Generic[_R, _A]):
+    """Answer from a reader thread (``server/readers.py``): ``read`` runs there and touches no
+    state of the owner's (it reads what the handler took for it on the owner thread: a
+    searcher, a database connection of its own); ``finish`` runs back on the owner thread with
+    what it returned, applies what the read left (accesses, latency) and gives the result.
+    With no reader threads, both run at once on the owner thread."""
+
+    read: Callable[[], _R]
+    finish: Callable[[_R], _A]
+
+    def run(self) -> _A:
+        return self.finish(self.read())
+
+
+Handler = Callable[[DaemonContext, Any], msgspec.Struct | Parked | Deferred[Any, Any]]

@@ -23,6 +23,7 @@ import msgspec
 
 from memctl.protocol import Category, Edge, Entry, EntryCounts, Note, Status
 from memoryd.core.capture.findings import SessionFinding
+from memoryd.core.errors import Unavailable
 from memoryd.core.events import Episode, Event
 from memoryd.core.share import Tombstone
 
@@ -44,6 +45,12 @@ def one_per_fingerprint(found: Sequence[SessionFinding]) -> list[SessionFinding]
 
 class StoreCorrupt(RuntimeError):
     """The database file is unreadable or fails its integrity check."""
+
+
+class StoreUnavailable(Unavailable):
+    """The disk under the database cannot take a read or write now (full, read-only, no
+    permission, an I/O error, another process's lock): its cause in the message. Nothing of the
+    change was applied, and the file is not damaged: it must not be moved aside."""
 
 
 class StoreConflict(ValueError):

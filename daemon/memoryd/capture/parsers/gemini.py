@@ -42,14 +42,16 @@ FINAL_STATUSES = frozenset({"success", "error", "cancelled"})
 NOTICE_TYPES = frozenset({"info", "error", "warning"})
 
 
-@dataclass
+@dataclass(slots=True)
 class _Returned:
-    """What was already returned for one message id (a digest of its text keeps the state small)."""
+    """What was already returned for one message id (a digest of its text keeps the state small;
+    the sets are made when a tool call first needs them: one per message is a lot of objects for
+    the cyclic GC to walk in a long session)."""
 
     offset: int
     text_digest: bytes = b""
-    calls: set[str] = field(default_factory=set)
-    results: set[str] = field(default_factory=set)
+    calls: set[str] | None = None
+    results: set[str] | None = None
 
 
 @dataclass
@@ -233,10 +235,14 @@ def _new_tool_activity(
         if not isinstance(call, dict):
             continue
         call_id = get_str(call, "id") or f"#{index}"
+        if returned.calls is None:
+            returned.calls = set()
         if call_id not in returned.calls:
             returned.calls.add(call_id)
             calls.append(_tool_call(call_id, call))
         status = get_str(call, "status")
+        if returned.results is None:
+            returned.results = set()
         if status in FINAL_STATUSES and call_id not in returned.results:
             returned.results.add(call_id)
             results.append(ToolResult(call_id, status == "error", _result_text(call)))

@@ -186,6 +186,48 @@ class _Node:
         self.norm = normalise_heading(title)
 
 
+def _fence_after(fence: str, line: str) -> str:
+    """The code fence open after ``line`` when ``fence`` was open before it ("" for none), as
+    ``_headings`` reads fences."""
+    match = _FENCE.match(line)
+    if match and (not fence or match.group(1).startswith(fence)):
+        return "" if fence else match.group(1)
+    return fence
+
+
+class _Tail:
+    """The lines of the nodes from ``first`` on, read one node at a time as an edit reaches
+    into them."""
+
+    def __init__(self, nodes: list[_Node], first: int) -> None:
+        self._nodes, self._node = nodes, first
+        self._lines: list[str] = []
+        self._at = 0
+
+    def more(self) -> bool:
+        return self._at < len(self._lines) or self._node < len(self._nodes)
+
+    def take_until_heading(self, fence: str) -> list[str]:
+        """The lines (without their line ends) before the next heading outside a fence, from
+        inside ``fence``; they are taken out of the tail."""
+        taken: list[str] = []
+        while self.more():
+            if self._at == len(self._lines):
+                self._lines, self._at = self._nodes[self._node].text.splitlines(True), 0
+                self._node += 1
+            text = self._lines[self._at]
+            if not fence and not _FENCE.match(text) and _HEADING.match(text.rstrip("\r\n")):
+                break
+            fence = _fence_after(fence, text)
+            taken.append((text.splitlines() or [""])[0])
+            self._at += 1
+        return taken
+
+    def rest(self) -> tuple[int, str]:
+        """The node the untouched tail starts at, and the text of the node begun before it."""
+        return self._node, "".join(self._lines[self._at :])
+
+
 class Outline:
     """A text cut at its headings, so ``replace_section``, ``append_to_section`` and
     ``append_block`` can be applied many times in a row at a cost that follows what they touch
@@ -290,28 +332,50 @@ class Outline:
         self._splice_body(index, index + 1, f"{kept}\n{entry}" if kept else entry)
 
     def append_items(self, heading: str, items: list[str]) -> None:
-        """As ``append_to_section`` for each item in turn, in one edit: each call drops the
-        placeholder lines the previous item brought, so only the last item keeps its own."""
+        """As ``append_to_section`` for each item in turn, in one edit whose cost follows the
+        items and the text they reach, not items × section: each call drops the placeholder
+        lines the previous item brought (only the last item keeps its own), and a code fence an
+        item leaves open makes the next call's section reach over the headings it swallows, up
+        to the next heading outside a fence, as reading the text again would."""
         entries = [_as_item(item) for item in items]
         index = self._find(heading)
-        if index is None or any(_FENCE.match(ln) for e in entries for ln in e.splitlines()):
-            for item in items:  # a fence opened by an item changes where the section ends
-                self.append_to_section(heading, item)
-            return
+        if index is None and entries:
+            self.append_to_section(heading, items[0])  # adds the section at the end
+            entries = entries[1:]
+            index = self._find(heading)
         if not entries:
             return
+        if index is None:  # pragma: no cover - a section just added is always found
+            raise AssertionError(f"section {heading!r} not found after adding it")
         node = self._nodes[index]
-        own = node.text[len(node.text.splitlines(keepends=True)[0]) :].splitlines()
-        kept = [line for line in own if not _PLACEHOLDER.match(line)]
-        for entry in entries[:-1]:
-            while kept and not kept[-1]:  # each call strips the newlines around what it keeps
+        line = node.text.splitlines(keepends=True)[0]
+        head = line if line.endswith("\n") else line + "\n"
+        own = node.text[len(line) :]
+        lead = "\n" if not own.strip() or own.startswith(("\n", "\r\n")) else ""
+        tail = _Tail(self._nodes, index + 1)
+        kept: list[str] = []  # the section's own lines so far, placeholders dropped
+        fence = ""  # the fence open after ``kept``
+        pending = own.splitlines()  # lines to fold into ``kept`` before the next item
+        for number, entry in enumerate(entries):
+            for text in pending:
+                fence = _fence_after(fence, text)
+                if not _PLACEHOLDER.match(text) and (text or kept):  # no leading blank line
+                    kept.append(text)
+            while kept and not kept[-1]:
                 kept.pop()
-            kept.extend(line for line in entry.splitlines() if not _PLACEHOLDER.match(line))
-        while kept and not kept[-1]:
-            kept.pop()
-        first = next((i for i, line in enumerate(kept) if line), len(kept))
-        body = "\n".join([*kept[first:], entries[-1]])
-        self._splice_body(index, index + 1, body)
+            lines = entry.split("\n")
+            if number == len(entries) - 1:
+                break
+            pending = lines + ([""] if tail.more() else [])
+            after = fence
+            for text in lines:
+                after = _fence_after(after, text)
+            if after:  # the fence swallows headings: the section now reaches the next one out
+                pending += tail.take_until_heading(after)
+        body = "\n".join([*kept, *lines])
+        region = lead + body + "\n" + ("\n" if tail.more() else "")
+        stop, rest = tail.rest()
+        self._put(index, stop, head + region + rest)
 
     def has(self, heading: str) -> bool:
         return self._find(heading) is not None

@@ -1,9 +1,10 @@
 """Extraction: transcript messages in, session findings out (design §6).
 
 Pure and deterministic: the same messages and rules always give the same findings, in the same
-order, with the same ids (derived from session and fingerprint), so a checkpoint can re-run it over
-the whole session so far instead of keeping state between calls. Pairing an error with its fix and
-counting edits per file need the whole session; disjoint batches would miss them.
+order, with the same ids (derived from session and fingerprint). Pairing an error with its fix and
+counting edits per file need the whole session; disjoint batches would miss them. So a session is
+read by one ``Extractor``, fed each message once as it arrives, whose ``findings()`` at any point
+are ``extract`` over every message so far (a checkpoint costs the new messages, not the session).
 
 The hot path is prose: a message is lowercased once and tested against the rules' keywords, and
 only messages with a live rule are split into sentences. Tool output is never scanned unless the
@@ -13,7 +14,7 @@ result is an error.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -41,6 +42,7 @@ from memoryd.core.capture.tool_outcomes import ToolCallLike, ToolOutcomes, ToolR
 __all__ = [
     "DEFAULT_RULES",
     "ExtractionRule",
+    "Extractor",
     "MessageLike",
     "SessionFinding",
     "ToolCallLike",
@@ -88,54 +90,87 @@ def extract(
     when given, runs on every content before it is fingerprinted, so a secret never reaches a
     finding and the fingerprint is that of the text that will be stored. ``paths`` rewrites the
     paths of every content and file list (relative to the project root, no home folder)."""
-    plan = plan_rules(tuple(rules))
-    sink = FindingSink(redact, paths)
-    tools = ToolOutcomes(plan.tool_calls, plan.tool_errors, sink)
-    # The arc around the user's words: a prompt right after a declined or interrupted tool use
-    # is a correction; a short reply is read with what the agent had just said; a prompt that
-    # goes on without correcting the agent accepts the agent's last words before it.
-    refused = False
-    said_last = ""
-    reply: tuple[MessageLike, Origin] | None = None
-    accepted: set[int] = set()
-    for message in messages:
-        if message.injected:
-            refused = refused or (message.role == "user" and is_interruption(message.text))
-            continue
-        origin = Origin(message.agent, message.session_id, message.offset)
-        if message.role == "user" and message.text.strip():
-            if reply is not None and not refused and not dissents(message.text):
-                _accepted_findings(*reply, plan.accepted, sink)
-                accepted.add(reply[1].offset)
-            reply = None
-        role = plan.prose.get(message.role)
-        if role is not None and message.text:
-            when: When = "correction" if refused and message.role == "user" else "any"
-            _prose_findings(message.text, message.files, role, origin, sink, when, said_last)
-            if message.role == "user":
-                refused = False
-            else:
-                said_last = message.text
-                tools.note_prose(message.text)
-        if message.role == "assistant" and message.text.strip():
-            reply = (message, origin)
-        for result in message.tool_results:
-            words = user_words(result.text)
-            declined = result.is_error and is_declined(result.text)
-            if declined:
-                reply = None  # the user stopped what the agent was doing: nothing accepted
-            if words is not None and (user := plan.prose.get("user")) is not None:
-                subject = tools.declined_subject(result) if declined else None
-                when = "correction" if declined else "answer"
-                _prose_findings(words, (), user, origin, sink, when, "", subject)
-            elif declined:
-                refused = True
-        if message.tool_calls or message.tool_results:
-            tools.observe(message.tool_calls, message.tool_results, origin)
-    tools.finish()
-    sink.revise(_judge_diagnoses(sink.findings(), tools.edits_at, tools.passes_at))
-    sink.revise(_mark_accepted(accepted, plan))
-    return sink.findings()
+    extractor = Extractor(rules, redact=redact, paths=paths)
+    extractor.feed(messages)
+    return extractor.findings()
+
+
+class Extractor:
+    """``extract`` over a session that grows: messages are fed once each, in transcript order,
+    and ``findings()`` answers at any point what ``extract`` would answer over every message fed
+    so far (the judgements that need the whole session run on a copy, so feeding goes on after
+    it). A checkpoint then costs the new messages, not a re-read of the ones before them."""
+
+    def __init__(
+        self,
+        rules: Sequence[ExtractionRule] = DEFAULT_RULES,
+        *,
+        redact: Callable[[str], str] | None = None,
+        paths: Callable[[str], str] | None = None,
+    ) -> None:
+        self._plan = plan_rules(tuple(rules))
+        self._sink = FindingSink(redact, paths)
+        self._tools = ToolOutcomes(self._plan.tool_calls, self._plan.tool_errors, self._sink)
+        # The arc around the user's words: a prompt right after a declined or interrupted tool
+        # use is a correction; a short reply is read with what the agent had just said; a prompt
+        # that goes on without correcting the agent accepts the agent's last words before it.
+        self._refused = False
+        self._said_last = ""
+        self._reply: tuple[MessageLike, Origin] | None = None
+        self._accepted: set[int] = set()
+
+    def feed(self, messages: Iterable[MessageLike]) -> None:
+        plan, sink, tools = self._plan, self._sink, self._tools
+        refused, said_last, reply = self._refused, self._said_last, self._reply
+        for message in messages:
+            if message.injected:
+                refused = refused or (message.role == "user" and is_interruption(message.text))
+                continue
+            origin = Origin(message.agent, message.session_id, message.offset)
+            if message.role == "user" and message.text.strip():
+                if reply is not None and not refused and not dissents(message.text):
+                    _accepted_findings(*reply, plan.accepted, sink)
+                    self._accepted.add(reply[1].offset)
+                reply = None
+            role = plan.prose.get(message.role)
+            if role is not None and message.text:
+                when: When = "correction" if refused and message.role == "user" else "any"
+                _prose_findings(message.text, message.files, role, origin, sink, when, said_last)
+                if message.role == "user":
+                    refused = False
+                else:
+                    said_last = message.text
+                    tools.note_prose(message.text)
+            if message.role == "assistant" and message.text.strip():
+                reply = (message, origin)
+            for result in message.tool_results:
+                words = user_words(result.text)
+                declined = result.is_error and is_declined(result.text)
+                if declined:
+                    reply = None  # the user stopped what the agent was doing: nothing accepted
+                if words is not None and (user := plan.prose.get("user")) is not None:
+                    subject = tools.declined_subject(result) if declined else None
+                    when = "correction" if declined else "answer"
+                    _prose_findings(words, (), user, origin, sink, when, "", subject)
+                elif declined:
+                    refused = True
+            if message.tool_calls or message.tool_results:
+                tools.observe(message.tool_calls, message.tool_results, origin)
+        self._refused, self._said_last, self._reply = refused, said_last, reply
+
+    def findings(self) -> list[SessionFinding]:
+        """What ``extract`` gives over every message fed so far; feeding may go on after."""
+        sink = self._sink.copy()
+        self._tools.finish_into(sink)
+        found = sink.findings()
+        diagnoses = any(f.rule_id in _DIAGNOSES for f in found)
+        if not diagnoses and not self._accepted:
+            return found  # nothing to judge: the findings as they are
+        if diagnoses:
+            sink.revise(_judge_diagnoses(found, self._tools.edits_at, self._tools.passes_at))
+        if self._accepted:
+            sink.revise(_mark_accepted(self._accepted, self._plan))
+        return sink.findings()
 
 
 def _accepted_findings(
@@ -236,10 +271,14 @@ def _prose_findings(
     lowered = prose.lower()
     # One pass of fast substring tests per keyword, then only rules and lines that can match.
     present = {k for k in role.keywords if k in lowered}
-    live = [rx for rx in role.rules if rx.rule.when in ("any", when) and rx.live(present)]
+    # Without a keyword only the rules that have none can match.
+    rules = role.rules if present else role.unconditional
+    live = [rx for rx in rules if rx.rule.when in ("any", when) and rx.live(present)]
+    if not live:
+        return
     # A reason given when declining names the alternative; what was declined is the rest of it.
     context = f" (declined: {declined})" if declined else _reply_context(prose, said_last)
-    if not live or _whole_message(live, prose, files, origin, sink, context):
+    if _whole_message(live, prose, files, origin, sink, context):
         return
     per_sentence = [rx for rx in live if rx.rule.unit == "sentence"]
     if not per_sentence:

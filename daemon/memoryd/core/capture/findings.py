@@ -62,6 +62,7 @@ class Origin(NamedTuple):
 
 
 _RAW_LIMIT = 8 * MAX_CONTENT_CHARS
+_CONTENTS_KEPT = 4096  # texts whose content a sink remembers (a session's repeats)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACES = re.compile(r"[ \t\xa0]+")
 _BLANK_LINES = re.compile(r"\s*\n\s*")
@@ -132,6 +133,20 @@ class FindingSink:
         self._fingerprints: dict[str, str] = {}
         # The words of each prose statement kept in its own slot, for near-duplicates.
         self._statements: dict[str, frozenset[str]] = {}
+        # Texts already made contents (tidied, paths rewritten, redacted, cut), shared with
+        # copies: a session's snapshot adds its open errors and edit tallies again at each
+        # checkpoint, and that preparation is the cost of an add.
+        self._contents: dict[str, str] = {}
+
+    def copy(self) -> FindingSink:
+        """A sink holding what this one holds, to add to without changing this one."""
+        other = FindingSink(self._redact, self._paths)
+        other._best = dict(self._best)
+        other._seq = self._seq
+        other._fingerprints = self._fingerprints  # a cache of a pure function: shared
+        other._statements = dict(self._statements)
+        other._contents = self._contents
+        return other
 
     def add(
         self,
@@ -146,16 +161,16 @@ class FindingSink:
     ) -> bool:
         """Keep ``text`` as a finding unless one of the same fingerprint, or of the same ``key``
         (one fact in other words: the same failure, fixed or not), ranks higher."""
-        # Only the start of a text can fit in a finding; cutting first keeps huge prompts cheap.
-        content = tidy(text[:_RAW_LIMIT])
-        if self._paths is not None and content:
-            content = self._paths(content)
-            files = [self._paths(f) for f in files]
-        if self._redact is not None and content:
-            content = tidy(self._redact(content))
-        content = truncate(content)
+        content = self._contents.get(text)
+        if content is None:
+            content = self._content(text)
+            if len(self._contents) >= _CONTENTS_KEPT:
+                self._contents.clear()
+            self._contents[text] = content
         if not content:
             return False
+        if self._paths is not None:
+            files = [self._paths(f) for f in files]
         fp = self._fingerprints.get(content)
         if fp is None:
             fp = self._fingerprints[content] = fingerprint(content)
@@ -188,6 +203,15 @@ class FindingSink:
             self._best[slot] = (rank, self._seq, finding)
         return True
 
+    def _content(self, text: str) -> str:
+        # Only the start of a text can fit in a finding; cutting first keeps huge prompts cheap.
+        content = tidy(text[:_RAW_LIMIT])
+        if self._paths is not None and content:
+            content = self._paths(content)
+        if self._redact is not None and content:
+            content = tidy(self._redact(content))
+        return truncate(content)
+
     def _near(self, content: str) -> str | None:
         """The slot of a kept statement that says nearly the same as ``content`` (the same
         sentence said again with a few words more or less), so one fact is one finding."""
@@ -203,8 +227,12 @@ class FindingSink:
     def revise(self, judge: Callable[[SessionFinding], SessionFinding | None]) -> None:
         """Replace each finding by what ``judge`` makes of it, or drop it on None: a judgement
         that needs the whole session."""
-        revised = ((slot, rank, seq, judge(f)) for slot, (rank, seq, f) in self._best.items())
-        self._best = {slot: (rank, seq, f) for slot, rank, seq, f in revised if f is not None}
+        for slot, (rank, seq, finding) in list(self._best.items()):
+            revised = judge(finding)
+            if revised is None:
+                del self._best[slot]
+            elif revised is not finding:
+                self._best[slot] = (rank, seq, revised)
 
     def findings(self) -> list[SessionFinding]:
         ordered = sorted(self._best.values(), key=lambda kept: (kept[2].offset, kept[1]))

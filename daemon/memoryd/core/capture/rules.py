@@ -142,6 +142,7 @@ class RoleRules(NamedTuple):
 
     rules: tuple[CompiledRule, ...]
     keywords: tuple[str, ...]
+    unconditional: tuple[CompiledRule, ...] = ()  # the rules without keywords
 
 
 class RulePlan(NamedTuple):
@@ -166,7 +167,7 @@ def plan_rules(rules: tuple[ExtractionRule, ...]) -> RulePlan:
     def for_role(role: Target, accepted: bool = False) -> RoleRules:
         chosen = tuple(rx for rx in having(role) if (rx.rule.when == "accepted") == accepted)
         keywords = sorted({k for rx in chosen for k in rx.keywords})
-        return RoleRules(chosen, tuple(keywords))
+        return RoleRules(chosen, tuple(keywords), tuple(rx for rx in chosen if not rx.keywords))
 
     return RulePlan(
         prose={"user": for_role("user"), "assistant": for_role("assistant")},

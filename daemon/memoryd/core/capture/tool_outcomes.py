@@ -132,7 +132,10 @@ class ToolOutcomes:
         self._sink = sink
         self._by_id: dict[str, _Call] = {}
         self._anonymous: deque[_Call] = deque()
-        self._edit_calls: list[_Call] = []
+        # Edit calls in order; those before ``_edit_calls`` whose outcome is known are summed
+        # in ``_edits_known`` already, so a snapshot re-counts only the calls still waiting.
+        self._edit_calls: deque[_Call] = deque()
+        self._edits_known: dict[tuple[str, str], tuple[ExtractionRule, int, Origin]] = {}
         self._open: list[_OpenError] = []
         # Offsets of successful edits and of successful shell commands: what confirms a diagnosis.
         self.edits_at: list[int] = []
@@ -152,12 +155,14 @@ class ToolOutcomes:
             if not error.edited and (cause := _cause(text)) is not None:
                 error.cause = cause
 
-    def finish(self) -> None:
+    def finish_into(self, sink: FindingSink) -> None:
+        """The findings that wait for the session's end (errors still open, edits per file),
+        added to ``sink`` as if the session ended here; this state is left as it is, so more
+        calls can still be observed."""
         for error in self._open:
             fix = f"fixed by editing {_names(error.fixes, error.added)}" if error.fixes else None
-            self._emit_error(error, fix)
-        self._open.clear()
-        self._emit_edits()
+            self._emit_error(error, fix, sink)
+        self._emit_edits(sink)
 
     # ------------------------------------------------------------------ calls
 
@@ -262,7 +267,10 @@ class ToolOutcomes:
 
     # ------------------------------------------------------------------ findings
 
-    def _emit_error(self, error: _OpenError, fix: str | None) -> None:
+    def _emit_error(
+        self, error: _OpenError, fix: str | None, sink: FindingSink | None = None
+    ) -> None:
+        sink = sink or self._sink
         text = f"{_subject(error.call)} failed: {error.detail}"
         if fix is not None and error.cause is not None:
             text = f"{text.rstrip('.')}. Cause: {error.cause}"
@@ -270,27 +278,34 @@ class ToolOutcomes:
         files = error.call.files if error.call is not None else ()
         if fix is None:
             importance = round(error.rule.importance * UNRESOLVED_ERROR_FACTOR, 6)
-            self._sink.add(error.rule, text, error.origin, files, importance=importance, key=key)
+            sink.add(error.rule, text, error.origin, files, importance=importance, key=key)
         else:
             fixed = f"{text} — {fix}."
-            self._sink.add(error.rule, fixed, error.origin, files, resolved=True, key=key)
+            sink.add(error.rule, fixed, error.origin, files, resolved=True, key=key)
 
-    def _emit_edits(self) -> None:
-        tally: dict[tuple[str, str], tuple[ExtractionRule, int, Origin]] = {}
+    def _emit_edits(self, sink: FindingSink) -> None:
+        while self._edit_calls and self._edit_calls[0].failed is not None:
+            _count_edit(self._edits_known, self._edit_calls.popleft())
+        tally = dict(self._edits_known)
         for call in self._edit_calls:
-            if call.failed:
-                continue  # a failed edit changed nothing; an unanswered one probably did
-            for rule in call.edit_rules:
-                for path in call.files:
-                    _rule, count, first = tally.get((rule.id, path), (rule, 0, call.origin))
-                    tally[(rule.id, path)] = (rule, count + call.edits, first)
+            _count_edit(tally, call)
         for (_rule_id, path), (rule, count, origin) in tally.items():
             noun = "edit" if count == 1 else "edits"
-            self._sink.add(rule, f"Edited {path} ({count} {noun})", origin, (path,))
-        self._edit_calls.clear()
+            sink.add(rule, f"Edited {path} ({count} {noun})", origin, (path,))
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _count_edit(
+    tally: dict[tuple[str, str], tuple[ExtractionRule, int, Origin]], call: _Call
+) -> None:
+    if call.failed:
+        return  # a failed edit changed nothing; an unanswered one probably did
+    for rule in call.edit_rules:
+        for path in call.files:
+            _rule, count, first = tally.get((rule.id, path), (rule, 0, call.origin))
+            tally[(rule.id, path)] = (rule, count + call.edits, first)
 
 
 def _record(call: ToolCallLike, origin: Origin) -> _Call:

@@ -22,7 +22,7 @@ Role = Literal["user", "assistant", "system", "tool"]
 AGENTS: tuple[Agent, ...] = get_args(Agent)
 
 
-class ToolCall(msgspec.Struct, frozen=True):
+class ToolCall(msgspec.Struct, frozen=True, gc=False):
     """A tool the model asked to run; ``files`` are derived from ``input`` (see files_touched)."""
 
     id: str
@@ -31,7 +31,7 @@ class ToolCall(msgspec.Struct, frozen=True):
     files: tuple[str, ...] = ()
 
 
-class ToolResult(msgspec.Struct, frozen=True):
+class ToolResult(msgspec.Struct, frozen=True, gc=False):
     """What a tool call returned; ``call_id`` matches ``ToolCall.id``."""
 
     call_id: str
@@ -39,7 +39,7 @@ class ToolResult(msgspec.Struct, frozen=True):
     text: str
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True):
+class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One message of a transcript, whatever agent wrote it.
 
     ``role`` is ``tool`` for messages that carry tool results. ``offset`` is the byte offset of

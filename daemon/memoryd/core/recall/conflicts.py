@@ -62,7 +62,8 @@ def detect(new: Entry, others: Sequence[Entry]) -> list[str]:
 
 
 def marker(a: Entry, b: Entry) -> str:
-    """The text injected with both sides of a conflict."""
+    """The text injected with both sides of a conflict. Each side's ``"`` is folded to ``'``:
+    inside the marker's quotes it could otherwise end its side and forge the rest."""
     return (
         f'[⚠ CONFLICT] Entry #{a.id[:4]} says "{_clip(a.content)}" but Entry #{b.id[:4]} says '
         f'"{_clip(b.content)}". Verify which is current.'
@@ -70,4 +71,5 @@ def marker(a: Entry, b: Entry) -> str:
 
 
 def _clip(text: str, limit: int = 120) -> str:
+    text = text.replace('"', "'")
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

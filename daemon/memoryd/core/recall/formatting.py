@@ -2,8 +2,12 @@
 
 Every piece of text that comes from memory is sanitised first: control, zero-width and bidi
 characters are stripped and line breaks folded, so an entry is always one line that cannot start
-a new section, and in the claude format it is XML-escaped so it cannot close its element. The
-payload says that entries are quoted data, not instructions.
+a new section. Then it is made inert the same way in every format: ``&``, ``<`` and ``>`` are
+escaped as in XML, so no entry can close an element of the claude payload or open a tag an agent
+reads as its own (``</system-reminder>``, ``<system>``) in the others; and where an entry is quoted
+(``"…"`` in gemini, codex and plain), its ``"`` is escaped too (``&quot;``), so it cannot end its
+quote and forge an id or another entry. The payload says that entries are quoted data, not
+instructions.
 
 A payload is built from lines: ``item`` renders one entry line and ``frame`` wraps chosen lines
 in headers. The budget packer prices each line by itself, and ``frame_text`` is reserved up front,
@@ -13,7 +17,8 @@ A session start's extra tiers are blocks, not lines: an instruction file (markdo
 must stay lines, under an HTML comment naming its source) and the memory bank's summary and
 protocol. They are the user's own instructions and memoryd's, so they come before the
 ``project_memory`` element, each in its own element or section; their text is cleaned the same
-way, line by line, and XML-escaped in the claude format.
+way, line by line, and XML-escaped in every format (their markdown lines and headings are kept:
+they are the user's own files).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ _BLOCKS: dict[str, tuple[str, str, str, str]] = {
 _DROP_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 _WS = re.compile(r"\s+")
 _DASHES = re.compile(r"-(?=-)")
+_QUOTE = {'"': "&quot;"}
 
 
 def sanitize(text: str) -> str:
@@ -102,6 +108,11 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
     origin: str = ""
 
 
+def _quoted(text: str) -> str:
+    """Text escaped for the inside of ``"…"``: tags, entities and the quote itself."""
+    return escape(text, _QUOTE)
+
+
 def _comment(origin: str) -> str:
     # One line, and no "--" left: nothing in a path can end the comment early.
     return "<!-- " + _DASHES.sub("- ", sanitize(origin)) + " -->\n"
@@ -117,7 +128,7 @@ def _block(fmt: Format, it: Item) -> str:
         if it.kind == "instruction":
             return f"{head}{escape(text)}\n"
         return f"<{element}>\n{escape(text)}\n</{element}>\n"
-    return f"{head}{text}\n"
+    return f"{head}{escape(text)}\n"
 
 
 def item(fmt: Format, it: Item) -> str:
@@ -134,11 +145,11 @@ def item(fmt: Format, it: Item) -> str:
             attrs = f"id={quoteattr(short)} category={category} status={status}"
             return f"<entry {attrs}>{escape(text)}</entry>\n"
         return f"<{it.kind} id={quoteattr(short)}>{escape(text)}</{it.kind}>\n"
-    label = sanitize(it.category) or it.kind
+    label = escape(sanitize(it.category) or it.kind)
     if it.kind == "conflict":
-        return f"- {text}\n"
-    suffix = f" (#{short})" if short else ""
-    return f'- [{label}] "{text}"{suffix}\n'
+        return f"- {escape(text)}\n"
+    suffix = f" (#{escape(short)})" if short else ""
+    return f'- [{label}] "{_quoted(text)}"{suffix}\n'
 
 
 def _open(fmt: Format) -> str:

@@ -48,6 +48,15 @@ class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_candidate_scan: int = 500
     top_k: int = 15
     relative_threshold: float = 0.3
+    # The same cut for ``search``, whose reader asked for k results and picks among them: the
+    # inject cut dropped answers a person wanted (bench/retrieval_quality.py).
+    search_relative_threshold: float = 0.1
+    # Neighbours of a strong hit: an entry written within this many seconds of one of the
+    # first ``neighbour_anchors`` results (in the same session, when both name one) ranks at
+    # least ``neighbour_share`` of that result's score (``lift_neighbours``); 0 s: off.
+    neighbour_window_s: float = 120.0
+    neighbour_anchors: int = 2
+    neighbour_share: float = 0.5
     max_per_session: int = 2
     inject_top_n: int = 5
     # The relevance floor of ``inject --query``: an entry shares at least this many of the
@@ -58,6 +67,8 @@ class RetrievalConfig(msgspec.Struct, frozen=True, kw_only=True):
     fuzzy_min_length: int = 5
     prefix_min_length: int = 3
     alias_weight: float = 0.6
+    # Weight of a query word found in the day an item was written ("march", "2025"); 0: off.
+    date_boost: float = 1.0
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,6 +82,7 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     access_count: int
     session: str | None
     file_match: bool
+    created_at: float = 0.0
 
 
 class Scored(msgspec.Struct, frozen=True, kw_only=True):
@@ -211,24 +223,80 @@ def rank(
     reranker: Reranker | None = None,
     top_k: int | None = None,
     limit: int | None = None,
+    threshold: float | None = None,
 ) -> list[Scored]:
     """Score → rerank → top-k → relative threshold → per-session cap → first ``limit``.
 
-    ``top_k`` and ``limit`` default to the config's ``top_k`` and ``inject_top_n``.
+    ``top_k``, ``limit`` and ``threshold`` default to the config's ``top_k``, ``inject_top_n``
+    and ``relative_threshold``.
     """
     scored = sorted(
         _score_best(candidates, now, config, top_k or config.top_k),
         key=lambda s: s.score,
         reverse=True,
     )
+    scored = lift_neighbours(scored, candidates, now, config)
     if reranker is not None:
         scored = list(reranker.rerank(query, scored))
     scored = scored[: top_k or config.top_k]
     if not scored:
         return []
-    floor = scored[0].score * config.relative_threshold
+    floor = scored[0].score * (config.relative_threshold if threshold is None else threshold)
     kept = [s for s in scored if s.score >= floor]
     return diversify(kept, config.max_per_session)[: limit or config.inject_top_n]
+
+
+def _near(a: Candidate, b: Candidate, window: float) -> bool:
+    """Written within ``window`` seconds of each other, not at the same instant (one import or
+    one promotion writes many unrelated entries at once), in the same session if both say."""
+    if a.session is not None and b.session is not None and a.session != b.session:
+        return False
+    return 0.0 < abs(a.created_at - b.created_at) <= window and a.created_at > 0 < b.created_at
+
+
+def lift_neighbours(
+    scored: list[Scored], candidates: Sequence[Candidate], now: float, config: RetrievalConfig
+) -> list[Scored]:
+    """Neighbours of a strong hit: what was written just before or after one of the first
+    results (the question before its answer, the cause before its fix) is its context. A
+    candidate near an anchor (``_near``) scores at least ``neighbour_share`` of the anchor's
+    score. Anchors are the first ``neighbour_anchors`` results scoring at least half the
+    best; only candidates the search found (sharing a query word) are lifted."""
+    window = config.neighbour_window_s
+    if window <= 0 or not scored:
+        return scored
+    best = scored[0].score
+    anchors = [
+        s
+        for s in scored[: config.neighbour_anchors]
+        if s.score >= best / 2 and s.candidate.created_at > 0
+    ]
+    if not anchors:
+        return scored
+    # One pass of plain comparisons over the candidates (up to the scan, 500), then the
+    # few inside a window are looked at closely.
+    near: dict[int, Candidate] = {}
+    for a in anchors:
+        at = a.candidate.created_at
+        lo, hi = at - window, at + window
+        near.update(
+            (id(c), c) for c in candidates if lo <= c.created_at <= hi and c.created_at != at
+        )
+    if not near:
+        return scored
+    own = {id(s.candidate): s.score for s in scored}
+    lifted: dict[int, Scored] = {}
+    for c in near.values():
+        lift = max(
+            (a.score * config.neighbour_share for a in anchors if _near(a.candidate, c, window)),
+            default=0.0,
+        )
+        if lift > own.get(id(c), 0.0):
+            lifted[id(c)] = Scored(candidate=c, score=lift)
+    if not lifted:
+        return scored
+    merged = [lifted.pop(id(s.candidate), s) for s in scored] + list(lifted.values())
+    return sorted(merged, key=lambda s: s.score, reverse=True)
 
 
 def max_multiplier(config: RetrievalConfig) -> float:

@@ -16,13 +16,13 @@ from memoryd.core.errors import MemorydError
 from memoryd.core.recall.formatting import Item
 from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
-from memoryd.server.context import DaemonContext, Handler
+from memoryd.server.context import DaemonContext, Deferred, Handler
 
 # Each agent reads the payload in its own format (design §5 Formats).
 _FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
 
 
-def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
+def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult | Deferred[p.InjectResult, p.HookResult]:
     project = ctx.registry.get(req.project)
     fmt = _FORMAT_OF[req.agent]
     if ctx.capture is not None and req.transcript_path:
@@ -55,24 +55,48 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult:
                 project.release(req.session_id, "session_end")
             return p.HookResult(finalized=done)
         case "pre_compact":
-            payload = ctx.recall.inject(project, inject_req, always_only=True)
-            return _result(payload)
+            return _payload(ctx, project, inject_req, _result, always_only=True)
         case "prompt":
             remembered = _remember_from_prompt(ctx, project, req.prompt, req.agent)
             # What the prompt asked to keep is in front of the agent already: not sent back.
             extra = _extra(ctx, lambda b: bank_payload.prompt(b, req.project, req.prompt))
-            payload = ctx.recall.inject(
+            return _payload(
+                ctx,
                 project,
                 inject_req,
+                lambda payload: _result(
+                    payload, remembered=remembered, bank_update="bank" in extra
+                ),
                 session_ids=sessions,
                 leave_out=frozenset(remembered),
                 extra=extra,
             )
-            return _result(payload, remembered=remembered, bank_update="bank" in extra)
         case _:
             extra = _extra(ctx, lambda b: bank_payload.session_start(b, req.project, req.agent))
-            payload = ctx.recall.inject(project, inject_req, session_ids=sessions, extra=extra)
-            return _result(payload)
+            return _payload(ctx, project, inject_req, _result, session_ids=sessions, extra=extra)
+
+
+def _payload(
+    ctx: DaemonContext,
+    project: ProjectMemory,
+    req: p.Inject,
+    answer: Callable[[p.InjectResult], p.HookResult],
+    **options: Any,
+) -> Deferred[p.InjectResult, p.HookResult]:
+    """The payload, built on a reader thread from what was gathered here on the owner thread
+    (the prompt's own remember, the sessions, the bank's and instruction files' items)."""
+    searches = bool(req.query.strip()) and not options.get("always_only", False)
+    reader = project.reader("active" if searches else None)
+
+    def read() -> p.InjectResult:
+        with reader:
+            return ctx.recall.inject(reader, req, **options)
+
+    def finish(payload: p.InjectResult) -> p.HookResult:
+        ctx.recall.settle_read(project, reader)
+        return answer(payload)
+
+    return Deferred(read, finish)
 
 
 def _transcript(ctx: DaemonContext, project: ProjectMemory, req: p.Hook) -> str | None:

@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 
 from memctl import protocol as p
-from memoryd import review
+from memoryd import memtrim, review
 from memoryd.core.errors import Unavailable
-from memoryd.server.context import DaemonContext, Handler, Parked
+from memoryd.server.context import DaemonContext, Deferred, Handler, Parked
 
 COMPACT_WAIT_S = 25.0  # within memctl's bulk budget; a longer run goes on in the background
 SHARE_WAIT_S = 10.0  # `share on` answers once the file is written, or says it is pending
@@ -22,12 +22,34 @@ def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
     return ctx.registry.get(req.project).remember(req)
 
 
-def search(ctx: DaemonContext, req: p.Search) -> p.SearchResult:
-    return p.SearchResult(results=ctx.recall.search(ctx.registry.get(req.project), req))
+def search(ctx: DaemonContext, req: p.Search) -> Deferred[p.SearchResult, p.SearchResult]:
+    project = ctx.registry.get(req.project)
+    reader = project.reader("archived" if req.archive else "active_and_findings")
+
+    def read() -> p.SearchResult:
+        with reader:
+            return p.SearchResult(results=ctx.recall.search(reader, req))
+
+    def finish(result: p.SearchResult) -> p.SearchResult:
+        ctx.recall.settle_read(project, reader)
+        return result
+
+    return Deferred(read, finish)
 
 
-def inject(ctx: DaemonContext, req: p.Inject) -> p.InjectResult:
-    return ctx.recall.inject(ctx.registry.get(req.project), req)
+def inject(ctx: DaemonContext, req: p.Inject) -> Deferred[p.InjectResult, p.InjectResult]:
+    project = ctx.registry.get(req.project)
+    reader = project.reader("active" if req.query.strip() else None)
+
+    def read() -> p.InjectResult:
+        with reader:
+            return ctx.recall.inject(reader, req)
+
+    def finish(result: p.InjectResult) -> p.InjectResult:
+        ctx.recall.settle_read(project, reader)
+        return result
+
+    return Deferred(read, finish)
 
 
 def list_entries(ctx: DaemonContext, req: p.ListEntries) -> p.ListResult:
@@ -55,7 +77,10 @@ def unpin(ctx: DaemonContext, req: p.Unpin) -> p.PinResult:
 
 
 def import_entries(ctx: DaemonContext, req: p.Import) -> p.ImportResult:
-    return ctx.registry.get(req.project).import_lines(req.lines, req.first_line)
+    try:
+        return ctx.registry.get(req.project).import_lines(req.lines, req.first_line)
+    finally:
+        memtrim.give_back()  # what decoding and applying up to 4 MiB of lines freed
 
 
 def export(ctx: DaemonContext, req: p.Export) -> p.ExportResult:
