@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -402,3 +403,44 @@ def test_background_commits_take_a_slice_each_and_publish_when_settled(tmp_path:
     finally:
         index.close()
         store.close()
+
+
+def test_archived_hits_above_the_scan_leave_the_active_ones_found(tmp_path: Path) -> None:
+    # Hits of another scope are dropped after the search, not by the query: when more than
+    # the slack of them outrank the active entries, the filtered query finds these still.
+    store = SqliteStore(tmp_path / "memory.db")
+    index = SearchIndex(tmp_path / "index")
+    try:
+        archived = tuple(
+            msgspec.structs.replace(_entry(i, "queue queue queue drains"), archived=True)
+            for i in range(12)
+        )
+        active = (_entry(100, "the queue worker drains jobs"), _entry(101, "a queue of jobs"))
+        store.apply(EntriesImported((*archived, *active)), 1)
+        index.sync(store)
+        for scan in (1, 2, 40):
+            hits = index.retrieve(
+                {"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=scan
+            )
+            found = hits.ids([c.ref for c in hits.candidates])
+            assert set(found) <= {e.id for e in active} and len(found) == min(scan, 2), scan
+        hits = index.retrieve(
+            {"queue": 1.0}, scope="archived", active_files=(), config=CFG, scan=40
+        )
+        assert sorted(hits.ids([c.ref for c in hits.candidates])) == [e.id for e in archived]
+    finally:
+        index.close()
+        store.close()
+
+
+def test_only_terms_that_find_few_documents_get_typo_matches(indexed) -> None:
+    store, index = indexed
+    searcher = index._index.searcher()
+    # "migrations" is a word of the corpus; "migratons" (a typo) and "checko" (a prefix) are not.
+    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, scan=1) == set()
+    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, scan=500) == {"migrations"}
+    assert index._loose_terms(searcher, {"migratons": 1.0, "checko": 1.0, "db": 1.0}, CFG, 1) == {
+        "migratons",
+        "checko",
+    }
+    assert _top(index, store, "migratons")[0] in {"Migrations", "Never"}
