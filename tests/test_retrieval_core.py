@@ -405,6 +405,13 @@ def test_background_commits_take_a_slice_each_and_publish_when_settled(tmp_path:
         store.close()
 
 
+@given(candidates)
+def test_scorer_computes_score(cands) -> None:
+    # The pipeline's hot loop uses `scorer`; `score` is the factors' product as specified.
+    one = retrieval.scorer(NOW, CFG)
+    assert [one(c) for c in cands] == [retrieval.score(c, NOW, CFG) for c in cands]
+
+
 def test_archived_hits_above_the_scan_leave_the_active_ones_found(tmp_path: Path) -> None:
     # Hits of another scope are dropped after the search, not by the query: when more than
     # the slack of them outrank the active entries, the filtered query finds these still.
