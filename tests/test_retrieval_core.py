@@ -14,6 +14,7 @@ from memctl.protocol import Source
 from memoryd.core.entries import new_entry
 from memoryd.core.events import EntriesImported
 from memoryd.core.recall import conflicts, retrieval
+from memoryd.core.recall.cache import ResultCache
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
 from memoryd.core.recall.slo import SloMonitor
 from memoryd.index import SearchIndex
@@ -451,3 +452,16 @@ def test_only_terms_that_find_few_documents_get_typo_matches(indexed) -> None:
         "checko",
     }
     assert _top(index, store, "migratons")[0] in {"Migrations", "Never"}
+
+
+def test_result_cache_serves_one_generation_for_a_while_and_keeps_the_newest() -> None:
+    cache: ResultCache[str] = ResultCache(size=2, max_age_s=60.0)
+    cache.put("q1", (1, 1), NOW, "first")
+    assert cache.get("q1", (1, 1), NOW + 59) == "first"
+    assert cache.get("q1", (2, 1), NOW + 1) is None  # memory changed: computed again
+    cache.put("q1", (2, 1), NOW, "second")
+    assert cache.get("q1", (2, 1), NOW + 61) is None  # too old: recency scores moved
+    for key in ("a", "b", "c"):
+        cache.put(key, (2, 1), NOW, key)
+    assert len(cache) == 2 and cache.get("a", (2, 1), NOW) is None
+    assert cache.get("c", (2, 1), NOW) == "c"

@@ -1106,6 +1106,12 @@ class ProjectMemory:
         self.index.on_committed = wake
 
     @property
+    def generation(self) -> tuple[int, int]:
+        """Moves with every commit and every change of what the index publishes: a search's
+        result holds while this stays (``Recall``'s result cache)."""
+        return self._changes, self.index.applied_seq
+
+    @property
     def index_lags(self) -> bool:
         """The index has not published every change (only ``INDEX_MAY_LAG`` ones, unless a
         search is about to wait for it)."""
