@@ -8,6 +8,7 @@ needs it (``INDEX_MAY_LAG``). Only the owner thread calls into this class.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import sqlite3
@@ -80,6 +81,7 @@ ID_PREFIX_MIN = 4
 # background (``commit_index_in_background``) instead of holding the owner thread ~100 ms a
 # commit; any other change makes the next search wait for the index (read-your-writes).
 INDEX_MAY_LAG = frozenset({"compaction_applied", "entries_accessed"})
+_OPENED = itertools.count()  # numbers each ProjectMemory opened: a generation is its own
 INDEX_SLICE = 500  # store changes a background index commit takes at most
 PRUNE_EVERY = 5_000  # index changes published between two prunes of the store's change log
 
@@ -143,6 +145,7 @@ class ProjectMemory:
         self.index.open_synced(self.store)
         # What the index has not published yet, counted in commits (of events) since open.
         self._changes = 0
+        self._opened = next(_OPENED)
         self._exact = 0  # the last commit of an event outside INDEX_MAY_LAG
         self._indexed = 0  # the commits the published index holds
         # A commit running in the background: the commits it holds (None: only some) and how
@@ -1106,10 +1109,11 @@ class ProjectMemory:
         self.index.on_committed = wake
 
     @property
-    def generation(self) -> tuple[int, int]:
-        """Moves with every commit and every change of what the index publishes: a search's
-        result holds while this stays (``Recall``'s result cache)."""
-        return self._changes, self.index.applied_seq
+    def generation(self) -> tuple[int, int, int]:
+        """Moves with every commit and every change of what the index publishes, and differs
+        between two openings of the project (commits are counted from open): a search's result
+        holds while this stays (``Recall``'s result cache)."""
+        return self._opened, self._changes, self.index.applied_seq
 
     @property
     def index_lags(self) -> bool:
