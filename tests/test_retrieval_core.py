@@ -445,8 +445,8 @@ def test_only_terms_that_find_few_documents_get_typo_matches(indexed) -> None:
     store, index = indexed
     searcher = index._index.searcher()
     # "migrations" is a word of the corpus; "migratons" (a typo) and "checko" (a prefix) are not.
-    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, scan=1) == set()
-    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, scan=500) == {"migrations"}
+    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, enough=1) == set()
+    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, enough=500) == {"migrations"}
     assert index._loose_terms(searcher, {"migratons": 1.0, "checko": 1.0, "db": 1.0}, CFG, 1) == {
         "migratons",
         "checko",
