@@ -137,8 +137,12 @@ def test_read_your_writes_for_every_change(env: Env, daemon) -> None:
     assert ok_json(env, "search", "billing cron")["results"][0]["status"] == "confirmed"
     ok_json(env, "pin", entry)
     assert ok_json(env, "search", "billing cron")["results"][0]["status"] == "pinned"
+    # The same prompt again (its result is kept per generation of memory) sees a new entry.
+    assert ok_json(env, "inject", "--query", "billing cron at night")["entries"] == [entry]
+    newer = _remember(env, "The billing cron moved to the night queue")
+    assert newer in ok_json(env, "inject", "--query", "billing cron at night")["entries"]
     ok_json(env, "forget", entry)
-    assert ok_json(env, "search", "billing cron")["results"] == []
+    assert ok_json(env, "search", "billing cron")["results"][0]["id"] == newer
 
 
 def test_aliases_cli(env: Env, daemon) -> None:

@@ -15,6 +15,7 @@ from memctl.protocol import Source
 from memoryd.core.entries import new_entry
 from memoryd.core.events import EntriesImported
 from memoryd.core.recall import conflicts, retrieval
+from memoryd.core.recall.cache import ResultCache
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
 from memoryd.core.recall.slo import SloMonitor
 from memoryd.index import SearchIndex, when_words
@@ -499,3 +500,62 @@ def test_the_day_an_entry_was_written_is_searchable(tmp_path: Path) -> None:
     finally:
         index.close()
         store.close()
+@given(candidates)
+def test_scorer_computes_score(cands) -> None:
+    # The pipeline's hot loop uses `scorer`; `score` is the factors' product as specified.
+    one = retrieval.scorer(NOW, CFG)
+    assert [one(c) for c in cands] == [retrieval.score(c, NOW, CFG) for c in cands]
+
+
+def test_archived_hits_above_the_scan_leave_the_active_ones_found(tmp_path: Path) -> None:
+    # Hits of another scope are dropped after the search, not by the query: when more than
+    # the slack of them outrank the active entries, the filtered query finds these still.
+    store = SqliteStore(tmp_path / "memory.db")
+    index = SearchIndex(tmp_path / "index")
+    try:
+        archived = tuple(
+            msgspec.structs.replace(_entry(i, "queue queue queue drains"), archived=True)
+            for i in range(12)
+        )
+        active = (_entry(100, "the queue worker drains jobs"), _entry(101, "a queue of jobs"))
+        store.apply(EntriesImported((*archived, *active)), 1)
+        index.sync(store)
+        for scan in (1, 2, 40):
+            hits = index.retrieve(
+                {"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=scan
+            )
+            found = hits.ids([c.ref for c in hits.candidates])
+            assert set(found) <= {e.id for e in active} and len(found) == min(scan, 2), scan
+        hits = index.retrieve(
+            {"queue": 1.0}, scope="archived", active_files=(), config=CFG, scan=40
+        )
+        assert sorted(hits.ids([c.ref for c in hits.candidates])) == [e.id for e in archived]
+    finally:
+        index.close()
+        store.close()
+
+
+def test_only_terms_that_find_few_documents_get_typo_matches(indexed) -> None:
+    store, index = indexed
+    searcher = index._index.searcher()
+    # "migrations" is a word of the corpus; "migratons" (a typo) and "checko" (a prefix) are not.
+    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, enough=1) == set()
+    assert index._loose_terms(searcher, {"migrations": 1.0}, CFG, enough=500) == {"migrations"}
+    assert index._loose_terms(searcher, {"migratons": 1.0, "checko": 1.0, "db": 1.0}, CFG, 1) == {
+        "migratons",
+        "checko",
+    }
+    assert _top(index, store, "migratons")[0] in {"Migrations", "Never"}
+
+
+def test_result_cache_serves_one_generation_for_a_while_and_keeps_the_newest() -> None:
+    cache: ResultCache[str] = ResultCache(size=2, max_age_s=60.0)
+    cache.put("q1", (1, 1), NOW, "first")
+    assert cache.get("q1", (1, 1), NOW + 59) == "first"
+    assert cache.get("q1", (2, 1), NOW + 1) is None  # memory changed: computed again
+    cache.put("q1", (2, 1), NOW, "second")
+    assert cache.get("q1", (2, 1), NOW + 61) is None  # too old: recency scores moved
+    for key in ("a", "b", "c"):
+        cache.put(key, (2, 1), NOW, key)
+    assert len(cache) == 2 and cache.get("a", (2, 1), NOW) is None
+    assert cache.get("c", (2, 1), NOW) == "c"

@@ -9,6 +9,7 @@ needs it (``INDEX_MAY_LAG``). Only the owner thread calls into this class; a rea
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import sqlite3
@@ -87,6 +88,7 @@ OPEN_ID_CHECK_MAX = 2_000
 # background (``commit_index_in_background``) instead of holding the owner thread ~100 ms a
 # commit; any other change makes the next search wait for the index (read-your-writes).
 INDEX_MAY_LAG = frozenset({"compaction_applied", "entries_accessed"})
+_OPENED = itertools.count()  # numbers each ProjectMemory opened: a generation is its own
 INDEX_SLICE = 500  # store changes a background index commit takes at most
 PRUNE_EVERY = 5_000  # index changes published between two prunes of the store's change log
 
@@ -158,6 +160,7 @@ class ProjectMemory:
         self.closed = False
         # What the index has not published yet, counted in commits (of events) since open.
         self._changes = 0
+        self._opened = next(_OPENED)
         self._exact = 0  # the last commit of an event outside INDEX_MAY_LAG
         self._indexed = 0  # the commits the published index holds
         # A commit running in the background: the commits it holds (None: only some) and how
@@ -822,6 +825,8 @@ class ProjectMemory:
             self.aliases(),
             index_lags=self.index_lags,
             clock=self._clock,
+            slug=self.slug,
+            generation=self.generation,
         )
 
     def saw_session(self, session_id: str, at: float) -> None:
@@ -1177,6 +1182,13 @@ class ProjectMemory:
         self.index.on_committed = wake
 
     @property
+    def generation(self) -> tuple[int, int, int]:
+        """Moves with every commit and every change of what the index publishes, and differs
+        between two openings of the project (commits are counted from open): a search's result
+        holds while this stays (``Recall``'s result cache)."""
+        return self._opened, self._changes, self.index.applied_seq
+
+    @property
     def index_lags(self) -> bool:
         """The index has not published every change (only ``INDEX_MAY_LAG`` ones, unless a
         search is about to wait for it)."""
@@ -1283,9 +1295,14 @@ class ProjectReader:
         *,
         index_lags: bool,
         clock: Callable[[], float],
+        slug: str,
+        generation: tuple[int, int, int],
     ) -> None:
         self._clock = clock
         self._index = index
+        # Taken with the searcher on the owner thread: the result cache's key and generation.
+        self.slug = slug
+        self.generation = generation
         self._searcher = searcher
         self._reads = reads
         self._aliases = aliases

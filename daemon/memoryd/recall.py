@@ -17,6 +17,7 @@ from memctl import protocol as p
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.events import Episode
 from memoryd.core.recall import budget, conflicts, injection, retrieval
+from memoryd.core.recall.cache import ResultCache
 from memoryd.core.recall.formatting import Item
 from memoryd.core.recall.slo import SloMonitor
 from memoryd.index import SearchScope
@@ -33,6 +34,8 @@ CANDIDATE_SCAN = 200  # candidates looked at for a session start's payload
 CANDIDATE_FLOOR = 0.5  # a candidate penalised below this has not earned its place
 DEGRADED_TOP_K = 5
 DEGRADED_SCAN = 100
+RESULT_CACHE_SIZE = 256
+RESULT_CACHE_AGE_S = 60.0  # recency scores move with the clock: a result is not kept longer
 
 
 class Recall:
@@ -56,6 +59,10 @@ class Recall:
         self.reranker = reranker or retrieval.NoOpReranker()
         self._clock = clock
         self._log = log
+        # Ranked hits of recent searches, per project and request, for one generation of
+        # memory (``ProjectMemory.generation``): a prompt sent again is not searched again.
+        self._results: ResultCache[tuple[tuple[p.Entry | SessionFinding, float], ...]]
+        self._results = ResultCache(RESULT_CACHE_SIZE, RESULT_CACHE_AGE_S)
 
     def configure(
         self, config: retrieval.RetrievalConfig, default_ceiling: int, slo: SloMonitor | None
@@ -64,6 +71,7 @@ class Recall:
         thresholds (its window starts empty), or None to keep the current one."""
         self.config = config
         self.default_ceiling = default_ceiling
+        self._results.clear()
         if slo is not None:
             self.slo = slo
 
@@ -83,19 +91,52 @@ class Recall:
         top_k, scan = config.top_k, config.max_candidate_scan
         if self.slo.degraded:
             top_k, scan = min(top_k, DEGRADED_TOP_K), min(scan, DEGRADED_SCAN)
+        # Taken before the search: a change meanwhile leaves the result under the older one.
+        generation, now = project.generation, self._clock()
+        key = (
+            project.slug,
+            query,
+            scope,
+            tuple(files),
+            limit,
+            threshold,
+            top_k,
+            scan,
+            project.index_lags,
+        )
+        cached = self._results.get(key, generation, now)
+        if cached is not None:
+            return list(cached)
+        ranked = self._search(project, query, scope, files, limit, threshold, top_k, scan, now)
+        self._results.put(key, generation, now, tuple(ranked))
+        return ranked
+
+    def _search(
+        self,
+        project: Source,
+        query: str,
+        scope: SearchScope,
+        files: Sequence[str],
+        limit: int,
+        threshold: float | None,
+        top_k: int,
+        scan: int,
+        now: float,
+    ) -> list[tuple[p.Entry | SessionFinding, float]]:
+        config = self.config
         terms = retrieval.expand(
             retrieval.query_terms(query), project.aliases(), config.alias_weight
-        )
-        hits = project.search_candidates(
-            terms, scope=scope, active_files=files, config=config, scan=scan
         )
         # An index that has not published compaction's last archives yet still holds them as
         # active: a few more hits make up for those dropped below.
         wanted = limit + (limit if project.index_lags else 0)
+        hits = project.search_candidates(
+            terms, scope=scope, active_files=files, config=config, scan=scan
+        )
         ranked = retrieval.rank(
             query,
             hits.candidates,
-            now=self._clock(),
+            now=now,
             config=config,
             reranker=self.reranker,
             top_k=max(top_k, wanted),

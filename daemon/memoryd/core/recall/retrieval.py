@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import msgspec
@@ -211,6 +211,28 @@ def score(c: Candidate, now: float, config: RetrievalConfig) -> float:
     )
 
 
+def scorer(now: float, config: RetrievalConfig) -> Callable[[Candidate], float]:
+    """``score`` with the config read once: the same arithmetic, in one call per candidate
+    instead of seven (the pipeline scores hundreds per query)."""
+    weights, boosts = config.category_weights, config.status_boosts
+    amplitude, half_life = config.recency_amplitude, config.recency_half_life_days
+    per_access, most = config.access_boost_per_access, config.access_boost_max_count
+    affinity, pow_ = config.file_affinity, math.pow
+
+    def one(c: Candidate) -> float:
+        days = max(0.0, now - c.updated_at) / SECONDS_PER_DAY
+        return (
+            c.bm25
+            * weights.get(c.category, 1.0)
+            * (1.0 + amplitude * pow_(2.0, -days / half_life))
+            * (1.0 + per_access * min(c.access_count, most))
+            * (affinity if c.file_match else 1.0)
+            * boosts.get(c.status, 1.0)
+        )
+
+    return one
+
+
 # --------------------------------------------------------------------------- pipeline
 
 
@@ -319,10 +341,11 @@ def _score_best(
     bound = max_multiplier(config)
     best: list[float] = []  # min-heap of the k best scores so far
     scored = []
+    score_of = scorer(now, config)
     for c in sorted(candidates, key=lambda c: c.bm25, reverse=True):
         if len(best) >= k and c.bm25 * bound < best[0]:
             break
-        s = score(c, now, config)
+        s = score_of(c)
         scored.append(Scored(candidate=c, score=s))
         if len(best) < k:
             heapq.heappush(best, s)
