@@ -500,6 +500,8 @@ def test_the_day_an_entry_was_written_is_searchable(tmp_path: Path) -> None:
     finally:
         index.close()
         store.close()
+
+
 @given(candidates)
 def test_scorer_computes_score(cands) -> None:
     # The pipeline's hot loop uses `scorer`; `score` is the factors' product as specified.
