@@ -909,3 +909,63 @@ def test_sigkill_stream_over_the_full_mix_loses_and_doubles_nothing(
         )
     if known:
         pytest.xfail("everything else held, but: " + "; ".join(known))
+
+
+# ---------------------------------------------------------------- retries across a restart
+
+
+def _ids_call(env: Env, request: protocol.Request) -> Any:
+    """Send ``request`` as it is (its id fixed by the caller: a retry sends it again)."""
+    request.project = str(env.project)
+    with Client(endpoint=_endpoint(env), budget_s=BULK_BUDGET_S) as client:
+        reply = client.call(request)
+    assert isinstance(reply, protocol.Ok), reply
+    return msgspec.to_builtins(protocol.result_of(request, reply))
+
+
+@pytest.mark.parametrize("reply_kept", [True, False], ids=["reply-kept", "died-before-reply"])
+def test_a_change_retried_after_sigkill_gets_its_first_reply_and_changes_nothing(
+    env: Env, reply_kept: bool
+) -> None:
+    """Remember, import, forget and pin, each acknowledged, then SIGKILL and a restart; entries
+    archived meanwhile (as compaction does); then each request sent again with its id: the same
+    reply, and nothing applied twice: no copy of an archived entry, no second reinforcement, no
+    ``not_found`` for the forget. ``died-before-reply``: the store lost the replies (the daemon
+    died after the change, before it kept and sent its reply): the retry is answered from what
+    the change did."""
+    fresh = lambda request: msgspec.structs.replace(request, id=uuid.uuid4().hex)  # noqa: E731
+    daemon = Daemon(env).start()
+    try:
+        kept = fresh(protocol.Remember(content="retry kept fact: the queue uses redis streams"))
+        archived = fresh(protocol.Remember(content="retry archived fact: builds run on bazel"))
+        lines = [json.dumps({"content": f"retry imported fact number {k}"}) for k in range(3)]
+        imported = fresh(protocol.Import(lines=[*lines, "{not json"]))
+        target = _ids_call(env, protocol.Remember(content="retry forgotten fact: old lint"))
+        other = _ids_call(env, protocol.Remember(content="retry pinned fact: py 3.12 only"))
+        forget = fresh(protocol.Forget(target=target["id"]))
+        pin = fresh(protocol.Pin(target=other["id"]))
+        sent = [kept, archived, imported, forget, pin]
+        first = [_ids_call(env, r) for r in sent]
+        assert first[2]["imported"] == 3 and len(first[2]["rejected"]) == 1
+        before = {e["id"]: e for e in _call(env, protocol.Export(include_archived=True))["entries"]}
+        daemon.kill()
+        if not reply_kept:
+            slug = next(p.name for p in (env.data / "projects").iterdir())
+            conn = sqlite3.connect(env.data / "projects" / slug / "memory.db")
+            with conn:
+                assert conn.execute("UPDATE requests SET reply=NULL").rowcount >= len(sent)
+            conn.close()
+        daemon = Daemon(env).start()
+        imported_ids = [i for i, e in before.items() if e["content"].startswith("retry imported")]
+        _call(env, protocol.Archive(targets=[first[1]["id"], *imported_ids]))
+        after_archive = _call(env, protocol.Export(include_archived=True))["entries"]
+
+        assert [_ids_call(env, r) for r in sent] == first
+        now = {e["id"]: e for e in _call(env, protocol.Export(include_archived=True))["entries"]}
+        assert now == {e["id"]: e for e in after_archive}  # nothing changed by the retries
+        assert now[first[0]["id"]]["access_count"] == before[first[0]["id"]]["access_count"]
+        assert target["id"] not in now and now[other["id"]]["status"] == "pinned"
+        assert Counter(e["content"] for e in now.values()).most_common(1)[0][1] == 1
+        assert_check_ok(env)
+    finally:
+        daemon.stop()
