@@ -172,6 +172,7 @@ class SqliteStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a commit is on disk before the client hears "ok", even across power loss.
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._synchronous = synchronous
             self._conn.execute("PRAGMA foreign_keys=ON")
             # Wait at most a second for another process's lock: the owner thread must not
             # stall for sqlite's default of five.
@@ -288,10 +289,16 @@ class SqliteStore:
         return RequestRecord(op=row[0], effects=_effects_decoder.decode(row[1]), reply=row[2])
 
     def record_reply(self, request_id: str, reply: bytes) -> bool:
+        # Without an fsync of its own: the change it answers is on disk already; a power loss
+        # that takes the reply leaves the effects to answer from. A process's death does not.
         try:
-            cur = self._conn.execute(
-                "UPDATE requests SET reply=? WHERE id=? AND reply IS NULL", (reply, request_id)
-            )
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                cur = self._conn.execute(
+                    "UPDATE requests SET reply=? WHERE id=? AND reply IS NULL", (reply, request_id)
+                )
+            finally:
+                self._conn.execute(f"PRAGMA synchronous={self._synchronous}")
         except sqlite3.OperationalError as exc:
             refused = _unavailable(self.path, exc)
             if refused is None:
