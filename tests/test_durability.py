@@ -905,12 +905,12 @@ def _ids_call(env: Env, request: protocol.Request) -> Any:
 def test_a_change_retried_after_sigkill_gets_its_first_reply_and_changes_nothing(
     env: Env, reply_kept: bool
 ) -> None:
-    """Remember, import, forget and pin, each acknowledged, then SIGKILL and a restart; entries
-    archived meanwhile (as compaction does); then each request sent again with its id: the same
-    reply, and nothing applied twice: no copy of an archived entry, no second reinforcement, no
-    ``not_found`` for the forget. ``died-before-reply``: the store lost the replies (the daemon
-    died after the change, before it kept and sent its reply): the retry is answered from what
-    the change did."""
+    """Remember, import, forget, pin and supersede, each acknowledged, then SIGKILL and a
+    restart; entries archived meanwhile (as compaction does); then each request sent again with
+    its id: the same reply, and nothing applied twice: no copy of an archived entry, no second
+    reinforcement, no ``not_found`` for the forget. ``died-before-reply``: the store lost the
+    replies (the daemon died after the change, before it kept and sent its reply): the retry is
+    answered from what the change did."""
     fresh = lambda request: msgspec.structs.replace(request, id=uuid.uuid4().hex)  # noqa: E731
     daemon = Daemon(env).start()
     try:
@@ -922,7 +922,9 @@ def test_a_change_retried_after_sigkill_gets_its_first_reply_and_changes_nothing
         other = _ids_call(env, protocol.Remember(content="retry pinned fact: py 3.12 only"))
         forget = fresh(protocol.Forget(target=target["id"]))
         pin = fresh(protocol.Pin(target=other["id"]))
-        sent = [kept, archived, imported, forget, pin]
+        old = _ids_call(env, protocol.Remember(content="retry superseded fact: tabs"))
+        supersede = fresh(protocol.Supersede(target=old["id"], content="retry new fact: spaces"))
+        sent = [kept, archived, imported, forget, pin, supersede]
         first = [_ids_call(env, r) for r in sent]
         assert first[2]["imported"] == 3 and len(first[2]["rejected"]) == 1
         before = {e["id"]: e for e in _call(env, protocol.Export(include_archived=True))["entries"]}

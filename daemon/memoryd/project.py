@@ -308,7 +308,8 @@ class ProjectMemory:
     def answered(self, req: p.Request[Any]) -> bytes | msgspec.Struct | None:
         """What a change already applied here answered (its encoded reply), or, when the
         daemon died before it replied, the result its first attempt would have given, rebuilt
-        from what it did; None for a request not applied here."""
+        from what it did (remember, import, forget, pin, unpin, supersede, archive, unarchive;
+        another is run again); None for a request not applied here."""
         assert isinstance(req.id, str)
         record = self.store.request_record(req.id)
         if record is None:
@@ -347,6 +348,12 @@ class ProjectMemory:
                 entry = self.store.get(touched[0])
                 fallback: p.Status = "pinned" if isinstance(req, p.Pin) else "confirmed"
                 return p.PinResult(id=touched[0], status=entry.status if entry else fallback)
+            case p.Supersede() if first_tag == EntrySuperseded.__struct_config__.tag:
+                return p.SupersedeResult(id=first_ids[1], superseded=first_ids[0])
+            case p.Archive():
+                return p.ArchiveResult(ids=touched, archived=True)
+            case p.Unarchive():
+                return p.ArchiveResult(ids=touched, archived=False)
             case p.Import():
                 rejected = self._import_rejected(req.lines, req.first_line)
                 imported = len([i for i in touched if not i.startswith(FINDING_PREFIX)])
