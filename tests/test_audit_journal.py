@@ -58,7 +58,7 @@ def _known_only(journal: AuditJournal) -> list[tuple[int, object]]:
     found = []
     events = journal.events_after(0)
     try:
-        for seq, event in events:
+        for seq, event, _request in events:
             found.append((seq, event))
     except NewerEvent:
         pass

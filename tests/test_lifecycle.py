@@ -275,7 +275,8 @@ def test_corrupt_index_is_rebuilt(env: Env, daemon: Daemon) -> None:
 
 def test_journaled_but_unapplied_event_is_replayed(env: Env, daemon: Daemon) -> None:
     """Journal-first: an event on disk in audit.jsonl but not in SQLite (the daemon died between
-    the two writes) is applied on the next start."""
+    the two writes) is applied on the next start, and the request that made it is remembered
+    with it: its retry is answered as its first attempt would have been, and changes nothing."""
     ok_json(env, "remember", "First entry")
     daemon.stop()
     from memctl.protocol import Source
@@ -292,11 +293,25 @@ def test_journaled_but_unapplied_event_is_replayed(env: Env, daemon: Daemon) -> 
         now=time.time(),
         source=Source(kind="user"),
     )
-    journal.append(EntryAdded(entry))
+    request_id = "9" * 32
+    journal.append(EntryAdded(entry), (request_id, "remember"))
     journal.close()
     again = Daemon(env).start()
     try:
-        contents = sorted(e["content"] for e in ok_json(env, "list")["entries"])
+        from memctl import protocol
+        from memctl.transport import Client
+
+        retry = protocol.Remember(
+            id=request_id, project=str(env.project), content="Journaled before the crash"
+        )
+        with Client(endpoint="ipc://" + str(env.socket)) as client:
+            reply = client.call(retry)
+        assert isinstance(reply, protocol.Ok), reply
+        first = protocol.result_of(retry, reply)
+        assert first == protocol.RememberResult(id="f" * 32, duplicate=False, status="confirmed")
+        listed = ok_json(env, "list")["entries"]
+        assert [e["access_count"] for e in listed if e["id"] == "f" * 32] == [0]  # not reinforced
+        contents = sorted(e["content"] for e in listed)
         assert contents == ["First entry", "Journaled before the crash"]
         assert ok_json(env, "search", "crash")["results"][0]["id"] == "f" * 32
         assert ok_json(env, "check")["ok"] is True

@@ -102,6 +102,22 @@ def test_apply_records_audit_seq_and_is_idempotent(store) -> None:
     assert store.get(_e(1).id) == _e(1)
 
 
+def test_a_request_is_recorded_with_its_events_and_its_reply(store) -> None:
+    rid = "ab" * 16
+    store.apply(EntryAdded(_e(1)), 1, (rid, "remember"))
+    store.apply(EntryStatusChanged(id=_e(1).id, status="pinned", updated_at=9.0), 2, (rid, "x"))
+    record = store.request_record(rid)
+    assert record is not None and record.reply is None
+    assert record.effects == [("entry_added", [_e(1).id]), ("entry_status_changed", [_e(1).id])]
+    assert store.record_reply(rid, b"reply") and not store.record_reply(rid, b"again")
+    assert store.request_record(rid).reply == b"reply"
+    assert not store.record_reply("cd" * 16, b"no change, nothing kept")
+    assert store.request_record("cd" * 16) is None
+    store.apply(EntryAdded(_e(2)), 3, ("ef" * 16, "remember"))
+    assert store.prune_requests(before=0.0, keep=1) == 1  # the newest kept
+    assert store.request_record(rid) is None and store.request_record("ef" * 16) is not None
+
+
 def test_every_event_kind(store) -> None:
     store.apply(EntriesImported((_e(1), _e(2), _e(3))), 1)
     store.apply(EntryReinforced(id=_e(1).id, importance=0.9, access_count=4, updated_at=50.0), 2)

@@ -26,11 +26,15 @@ from memoryd.core.events import Event
 from memoryd.disk import write_failure_cause
 
 
-class AuditRecord(msgspec.Struct, kw_only=True):
+class AuditRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     seq: int
     ts: float
     event: Event
     prev: str
+    # The client's request that made the change (its id and op), so that a replay at open
+    # remembers it too: a retry of it is then answered, not applied again.
+    request: str = ""
+    op: str = ""
 
 
 class _Sequenced(msgspec.Struct):
@@ -104,12 +108,15 @@ class AuditJournal:
         except (audit_chain.ChainError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
-    def append(self, event: Event) -> int:
-        """Journal ``event`` durably and return its sequence number."""
+    def append(self, event: Event, request: tuple[str, str] | None = None) -> int:
+        """Journal ``event`` (made by ``request``, its id and op, if a client's) durably and
+        return its sequence number."""
         seq = self.last_seq + 1
-        body = _encoder.encode(
-            AuditRecord(seq=seq, ts=self._clock(), event=event, prev=self.last_hash)
+        rid, op = request or ("", "")
+        record = AuditRecord(
+            seq=seq, ts=self._clock(), event=event, prev=self.last_hash, request=rid, op=op
         )
+        body = _encoder.encode(record)
         line, digest = audit_chain.seal(body, self.last_hash)
         fd = self._fh.fileno()
         size = os.fstat(fd).st_size
@@ -133,7 +140,8 @@ class AuditJournal:
         self._fh.flush()
         return self.path.read_bytes().splitlines()
 
-    def events_after(self, seq: int) -> Iterator[tuple[int, Event]]:
+    def events_after(self, seq: int) -> Iterator[tuple[int, Event, tuple[str, str] | None]]:
+        """Each event after ``seq``: its number, itself, and the request that made it."""
         if seq >= self.last_seq:
             return  # nothing newer: skip reading the file at all
         for line in self._lines():
@@ -147,7 +155,7 @@ class AuditJournal:
                     f"{self.path} holds an event this memoryd cannot apply ({exc}); it was "
                     "written by a newer version: upgrade memoryd to open this project"
                 ) from None
-            yield record.seq, record.event
+            yield record.seq, record.event, (record.request, record.op) if record.request else None
 
     def tail(self, n: int, after_seq: int | None = None) -> list[p.AuditEvent]:
         """The last ``n`` events (after ``after_seq`` when given), each with its line as

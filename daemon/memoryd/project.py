@@ -19,11 +19,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import tantivy
 
 from memctl import protocol as p
+from memoryd import request_ids
 from memoryd.atomic import write_atomic
 from memoryd.audit import AuditJournal
 from memoryd.background import BackgroundErrors
@@ -53,6 +55,7 @@ from memoryd.core.events import (
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
+    EntryAdded,
     EntrySuperseded,
     EntryUnarchived,
     Episode,
@@ -186,6 +189,7 @@ class ProjectMemory:
         self._share_lines: dict[str, bytes] | None = None
         self._share_entries: set[str] = set()  # ids of the shared entries among those lines
         self._share_dirty: set[str] = set()
+        self._replies_kept = 0  # since open: every PRUNE_EVERY the old requests go
 
     # ------------------------------------------------------------------ recovery
 
@@ -236,8 +240,8 @@ class ProjectMemory:
             self.journal.last_seq = applied
             return 0
         count = 0
-        for seq, event in self.journal.events_after(applied):
-            self.store.apply(event, seq)
+        for seq, event, request in self.journal.events_after(applied):
+            self.store.apply(event, seq, request)
             count += 1
         return count
 
@@ -277,9 +281,10 @@ class ProjectMemory:
         full), the event is not lost: the client hears ``unavailable`` saying so, and the event
         is applied before any later one (``catch_up``), never skipped."""
         self.catch_up()
-        seq = self.journal.append(event)
+        request = request_ids.SERVING.current
+        seq = self.journal.append(event, request)
         try:
-            ids = self.store.apply(event, seq)
+            ids = self.store.apply(event, seq, request)
         except Exception as exc:
             self._behind = True
             raise Unavailable(
@@ -297,6 +302,81 @@ class ProjectMemory:
             checkpoint = self.store.backup(self.dir / "memory.db.bak")
             self.journal.trim(checkpoint)
         return ids
+
+    # ------------------------------------------------------------------ request ids
+
+    def answered(self, req: p.Request[Any]) -> bytes | msgspec.Struct | None:
+        """What a change already applied here answered (its encoded reply), or, when the
+        daemon died before it replied, the result its first attempt would have given, rebuilt
+        from what it did (remember, import, forget, pin, unpin, supersede, archive, unarchive;
+        another is run again); None for a request not applied here."""
+        assert isinstance(req.id, str)
+        record = self.store.request_record(req.id)
+        if record is None:
+            return None
+        if record.reply is not None:
+            return record.reply
+        return self._rebuilt_result(req, record.effects)
+
+    def keep_reply(self, request_id: str, encoded: bytes) -> None:
+        """Keep the reply of a change this request made (before it is sent); bounded."""
+        if not self.store.record_reply(request_id, encoded):
+            return
+        self._replies_kept += 1
+        if self._replies_kept % request_ids.PRUNE_EVERY == 0:
+            self.store.prune_requests(
+                self._clock() - request_ids.KEEP_REQUESTS_S, request_ids.KEEP_REQUESTS
+            )
+
+    def _rebuilt_result(
+        self, req: p.Request[Any], effects: list[tuple[str, list[str]]]
+    ) -> msgspec.Struct | None:
+        touched = [i for _tag, ids in effects for i in ids]
+        first_tag, first_ids = effects[0] if effects else ("", [])
+        match req:
+            case p.Remember() if first_ids:
+                entry = self.store.get(first_ids[0])
+                status: p.Status = entry.status if entry else ("pinned" if req.pin else "confirmed")
+                duplicate = first_tag != EntryAdded.__struct_config__.tag
+                return p.RememberResult(id=first_ids[0], duplicate=duplicate, status=status)
+            case p.Forget():
+                forgotten = EntriesForgotten.__struct_config__.tag
+                return p.ForgetResult(
+                    forgotten=[i for t, ids in effects if t == forgotten for i in ids]
+                )
+            case p.Pin() | p.Unpin() if touched:
+                entry = self.store.get(touched[0])
+                fallback: p.Status = "pinned" if isinstance(req, p.Pin) else "confirmed"
+                return p.PinResult(id=touched[0], status=entry.status if entry else fallback)
+            case p.Supersede() if first_tag == EntrySuperseded.__struct_config__.tag:
+                return p.SupersedeResult(id=first_ids[1], superseded=first_ids[0])
+            case p.Archive():
+                return p.ArchiveResult(ids=touched, archived=True)
+            case p.Unarchive():
+                return p.ArchiveResult(ids=touched, archived=False)
+            case p.Import():
+                rejected = self._import_rejected(req.lines, req.first_line)
+                imported = len([i for i in touched if not i.startswith(FINDING_PREFIX)])
+                lines = sum(1 for raw in req.lines if raw.strip())
+                return p.ImportResult(
+                    imported=imported,
+                    duplicates=max(0, lines - imported - len(rejected)),
+                    rejected=rejected,
+                )
+        return None
+
+    def _import_rejected(self, lines: list[str], first_line: int) -> list[p.RejectedLine]:
+        now = self._clock()
+        rejected = []
+        for number, raw in enumerate(lines, start=first_line):
+            if not raw.strip():
+                continue
+            try:
+                if core_share.decode_import(raw) is None:
+                    self._import_candidate(raw, now)
+            except (msgspec.DecodeError, msgspec.ValidationError, BadRequest, TooLarge) as exc:
+                rejected.append(p.RejectedLine(line=number, reason=str(exc)))
+        return rejected
 
     def remember(self, req: p.Remember) -> p.RememberResult:
         if req.agent is not None and req.pin:

@@ -9,7 +9,7 @@ import signal
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ from memctl import protocol as p
 from memoryd import messages, runtime
 from memoryd.core.errors import MemorydError
 from memoryd.core.redaction import redact
+from memoryd.project import ProjectMemory
+from memoryd.request_ids import SERVING
 from memoryd.server.context import DaemonContext, Deferred, Parked, RunState, unique_id
 from memoryd.server.gate import ConnectionGate
 from memoryd.server.handlers import HANDLERS
@@ -387,11 +389,51 @@ class Server:
     def _answer(
         self, envelope: list[bytes], request: p.Request[Any], reply: p.Ok | p.Error, started: float
     ) -> None:
-        """Send the reply; a change's is kept, so that a retry of it is answered, not re-run."""
+        """Send the reply; a change's is kept, so that a retry of it is answered, not re-run:
+        durably, in its project's store, before it is sent, when the change did something
+        there."""
+        request_id = unique_id(request) if type(request).mutates else ""
+        if request_id and isinstance(reply, p.Ok):
+            self._keep_durably(request, request_id, reply)
         encoded = self._reply(envelope, reply, request.project, started, _op(request))
-        request_id = unique_id(request)
-        if request_id and type(request).mutates:
+        if request_id:
             self._remember_reply(request_id, encoded)
+
+    def _project_of(self, request: p.Request[Any]) -> ProjectMemory | None:
+        """The project a change with a unique id acts on, where its reply is kept; None for a
+        request outside any project (its handler says why)."""
+        if not type(request).needs_project:
+            return None
+        try:
+            if not request.project_explicit:
+                self.context.registry.check_project(request.project)
+            return self.context.registry.get(request.project)
+        except Exception:
+            return None
+
+    def _keep_durably(self, request: p.Request[Any], request_id: str, reply: p.Ok) -> None:
+        project = self._project_of(request)
+        if project is None:
+            return
+        try:
+            project.keep_reply(request_id, p.encode(reply))
+        except Exception as exc:  # the change is made: its retry is answered from its effects
+            self._log.warning("reply_not_kept", op=_op(request), error=str(exc))
+
+    def _durable_reply(self, request: p.Request[Any]) -> bytes | None:
+        """The reply of a change its project's store says was applied already (by this daemon
+        or one before a restart), or None."""
+        project = self._project_of(request)
+        if project is None:
+            return None
+        try:
+            answered = project.answered(request)
+        except Exception as exc:
+            self._log.warning("reply_not_read", op=_op(request), error=str(exc))
+            return None
+        if answered is None or isinstance(answered, bytes):
+            return answered
+        return p.encode(p.ok(request.id, answered))
 
     def _run(
         self, request: p.Request[Any], *, deferring: bool = False
@@ -400,7 +442,9 @@ class Server:
         try:
             if type(request).needs_project and not request.project_explicit:
                 self.context.registry.check_project(request.project)
-            result = HANDLERS[type(request)](self.context, request)
+            request_id = unique_id(request) if type(request).mutates else ""
+            with SERVING.serving(request_id, _op(request)) if request_id else _no_scope():
+                result = HANDLERS[type(request)](self.context, request)
             if isinstance(result, Deferred) and not deferring:
                 result = result.run()
         except Exception as exc:
@@ -446,9 +490,12 @@ class Server:
             self._log.warning("reply_dropped", reason=str(exc))
 
     def _cached_reply(self, request: p.Request[Any]) -> bytes | None:
-        if type(request).mutates and isinstance(request.id, str):
-            return self._reply_cache.get(request.id)
-        return None
+        if not type(request).mutates or not isinstance(request.id, str):
+            return None
+        cached = self._reply_cache.get(request.id)
+        if cached is None and unique_id(request):
+            cached = self._durable_reply(request)
+        return cached
 
     def _remember_reply(self, request_id: str, encoded: bytes) -> None:
         if self._reply_cache_size == 0:
@@ -529,6 +576,11 @@ def _socket_id(endpoint: str) -> tuple[int, int] | None:
     except OSError:
         return (0, 0)  # gone: never equal to the id of a bound socket
     return (info.st_dev, info.st_ino)
+
+
+@contextlib.contextmanager
+def _no_scope() -> Iterator[None]:
+    yield
 
 
 def _ignore(signum: int, frame: object) -> None:

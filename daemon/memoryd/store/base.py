@@ -72,6 +72,15 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     finalized_at: float | None
 
 
+class RequestRecord(msgspec.Struct, frozen=True):
+    """A client's change as the store remembers it: its op, what each of its events did (the
+    event's tag and the ids it touched) and the encoded reply, once sent."""
+
+    op: str
+    effects: list[tuple[str, list[str]]]
+    reply: bytes | None
+
+
 class Store(Protocol):
     # ------------------------------------------------------------------ writing
 
@@ -79,14 +88,30 @@ class Store(Protocol):
         """The audit sequence number of the last event applied (0 for a new store)."""
         ...
 
-    def apply(self, event: Event, audit_seq: int) -> list[str]:
-        """Apply ``event`` and record ``audit_seq``, atomically. Returns the ids it touched
-        (findings as ``f:<id>``), each also appended to the change log.
+    def apply(
+        self, event: Event, audit_seq: int, request: tuple[str, str] | None = None
+    ) -> list[str]:
+        """Apply ``event`` and record ``audit_seq``, atomically; with ``request`` (a client's
+        request id and op) also what it did, in the same transaction (``request_record``).
+        Returns the ids it touched (findings as ``f:<id>``), each also appended to the change
+        log.
 
         Applying an event whose ``audit_seq`` is not above ``applied_audit_seq()`` does nothing
         and returns []. Raises ``StoreConflict`` (nothing applied, ``applied_audit_seq``
         unchanged) when the event contradicts the store; a change to an id the store does not
         hold changes nothing but is still logged. Replayed events must give the same state."""
+        ...
+
+    def request_record(self, request_id: str) -> RequestRecord | None:
+        """What the request ``request_id`` did (its effects) and the reply it got, if any."""
+        ...
+
+    def record_reply(self, request_id: str, reply: bytes) -> bool:
+        """Keep the encoded reply of a request that changed something; False if it did not."""
+        ...
+
+    def prune_requests(self, before: float, keep: int) -> int:
+        """Forget requests older than ``before`` and all but the newest ``keep``."""
         ...
 
     # ------------------------------------------------------------------ entries

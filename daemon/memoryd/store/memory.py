@@ -8,6 +8,7 @@ anything changes, which is what makes ``apply`` atomic here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -69,6 +70,7 @@ from memoryd.core.share import SHARED_STATUSES, Tombstone
 from memoryd.store.base import (
     FINDING_PREFIX,
     ID_PREFIX_LIMIT,
+    RequestRecord,
     SessionRecord,
     StoreConflict,
     StoreCorrupt,
@@ -142,6 +144,8 @@ class MemoryStore:
         # (session, entry) → focused_at; dicts keep insertion order, sorted where it is read.
         self._focus: dict[tuple[str, str], float] = {}
         self._notes: dict[str, Note] = {}
+        self._requests: dict[str, RequestRecord] = {}
+        self._request_at: dict[str, float] = {}
 
     @classmethod
     def open_backup(cls, path: Path) -> MemoryStore:
@@ -177,15 +181,41 @@ class MemoryStore:
     def applied_audit_seq(self) -> int:
         return self._applied
 
-    def apply(self, event: Event, audit_seq: int) -> list[str]:
+    def apply(
+        self, event: Event, audit_seq: int, request: tuple[str, str] | None = None
+    ) -> list[str]:
         if audit_seq <= self._applied:
             return []
         ids = self._apply_event(event)  # checks before it changes anything, or raises
         for entry_id in ids:
             self._last_change += 1
             self._changes.append((self._last_change, entry_id))
+        if request is not None:
+            request_id, op = request
+            known = self._requests.get(request_id)
+            effects = [*known.effects] if known else []
+            effects.append((str(event.__struct_config__.tag), ids))
+            self._requests[request_id] = RequestRecord(op=op, effects=effects, reply=None)
+            self._request_at[request_id] = time.time()
         self._applied = audit_seq
         return ids
+
+    def request_record(self, request_id: str) -> RequestRecord | None:
+        return self._requests.get(request_id)
+
+    def record_reply(self, request_id: str, reply: bytes) -> bool:
+        known = self._requests.get(request_id)
+        if known is None or known.reply is not None:
+            return False
+        self._requests[request_id] = msgspec.structs.replace(known, reply=reply)
+        return True
+
+    def prune_requests(self, before: float, keep: int) -> int:
+        newest = sorted(self._request_at, key=self._request_at.__getitem__, reverse=True)
+        gone = [i for n, i in enumerate(newest) if n >= keep or self._request_at[i] < before]
+        for i in gone:
+            del self._requests[i], self._request_at[i]
+        return len(gone)
 
     def _apply_event(self, event: Event) -> list[str]:
         match event:

@@ -143,7 +143,21 @@ CREATE TABLE tombstones (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# The request ids of changes (issue 10): a retry after a restart gets the first attempt's reply
+# and changes nothing. ``effects`` (the events' tags and ids, written in the transaction of each
+# event) tells what the request did when the daemon died before ``reply`` was written.
+_V8 = """
+CREATE TABLE requests (
+    id TEXT PRIMARY KEY,
+    op TEXT NOT NULL,
+    effects TEXT NOT NULL DEFAULT '[]',
+    reply BLOB,
+    at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX requests_at ON requests(at);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,7 @@ from memoryd.disk import write_failure_cause
 from memoryd.store.base import (
     FINDING_PREFIX,
     ID_PREFIX_LIMIT,
+    RequestRecord,
     SessionRecord,
     StoreConflict,
     StoreCorrupt,
@@ -86,6 +88,7 @@ _FINDING_COLUMNS = (
 _UNSETTLED = "fingerprint NOT IN (SELECT fingerprint FROM forgotten)"
 _json_list = msgspec.json.Decoder(tuple[str, ...])
 _json_source = msgspec.json.Decoder(Source)
+_effects_decoder = msgspec.json.Decoder(list[tuple[str, list[str]]])
 _encode = msgspec.json.encode
 
 # SQLite's error names (extended ones start with these) for a disk that cannot serve now: full,
@@ -169,6 +172,7 @@ class SqliteStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a commit is on disk before the client hears "ok", even across power loss.
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._synchronous = synchronous
             self._conn.execute("PRAGMA foreign_keys=ON")
             # Wait at most a second for another process's lock: the owner thread must not
             # stall for sqlite's default of five.
@@ -235,7 +239,9 @@ class SqliteStore:
     def applied_audit_seq(self) -> int:
         return self._applied
 
-    def apply(self, event: Event, audit_seq: int) -> list[str]:
+    def apply(
+        self, event: Event, audit_seq: int, request: tuple[str, str] | None = None
+    ) -> list[str]:
         if audit_seq <= self._applied:
             return []
         conn = self._conn
@@ -243,6 +249,8 @@ class SqliteStore:
         try:
             ids = self._apply_event(event)
             conn.executemany("INSERT INTO changes(entry_id) VALUES (?)", [(i,) for i in ids])
+            if request is not None:
+                self._record_effect(request, str(event.__struct_config__.tag), ids)
             conn.execute("UPDATE meta SET value=? WHERE key='audit_seq'", (audit_seq,))
             conn.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
@@ -259,6 +267,52 @@ class SqliteStore:
             raise
         self._applied = audit_seq
         return ids
+
+    def _record_effect(self, request: tuple[str, str], tag: str, ids: list[str]) -> None:
+        request_id, op = request
+        row = self._conn.execute(
+            "SELECT effects FROM requests WHERE id=?", (request_id,)
+        ).fetchone()
+        effects = _effects_decoder.decode(row[0]) if row else []
+        effects.append((tag, ids))
+        self._conn.execute(
+            "INSERT OR REPLACE INTO requests(id, op, effects, reply, at) VALUES (?, ?, ?, NULL, ?)",
+            (request_id, op, msgspec.json.encode(effects).decode(), time.time()),
+        )
+
+    def request_record(self, request_id: str) -> RequestRecord | None:
+        row = self._conn.execute(
+            "SELECT op, effects, reply FROM requests WHERE id=?", (request_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return RequestRecord(op=row[0], effects=_effects_decoder.decode(row[1]), reply=row[2])
+
+    def record_reply(self, request_id: str, reply: bytes) -> bool:
+        # Without an fsync of its own: the change it answers is on disk already; a power loss
+        # that takes the reply leaves the effects to answer from. A process's death does not.
+        try:
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                cur = self._conn.execute(
+                    "UPDATE requests SET reply=? WHERE id=? AND reply IS NULL", (reply, request_id)
+                )
+            finally:
+                self._conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        except sqlite3.OperationalError as exc:
+            refused = _unavailable(self.path, exc)
+            if refused is None:
+                raise
+            raise refused from exc
+        return cur.rowcount > 0
+
+    def prune_requests(self, before: float, keep: int) -> int:
+        cur = self._conn.execute(
+            "DELETE FROM requests WHERE at < ? OR id IN"
+            " (SELECT id FROM requests ORDER BY at DESC LIMIT -1 OFFSET ?)",
+            (before, keep),
+        )
+        return cur.rowcount
 
     def _apply_event(self, event: Event) -> list[str]:
         conn = self._conn

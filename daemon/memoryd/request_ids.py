@@ -1,0 +1,35 @@
+"""Exactly once across restarts (issue 10): the client's change the owner thread is serving.
+
+The loop sets ``SERVING`` around the handler of a mutating request with a unique id;
+``ProjectMemory.commit`` journals each event with it and the store records, in the transaction
+of each event, what the request did (``requests`` table). The loop then keeps the reply there
+before sending it, so a retry of the request, even after a restart, gets the first reply and
+changes nothing. Only the owner thread touches it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# Requests remembered per project: the newest this many, none older than this.
+KEEP_REQUESTS = 10_000
+KEEP_REQUESTS_S = 7 * 86_400.0
+PRUNE_EVERY = 256  # replies kept between two prunes of a project's requests
+
+
+class Serving:
+    """The request (id, op) whose handler is running, or None."""
+
+    def __init__(self) -> None:
+        self.current: tuple[str, str] | None = None
+
+    @contextmanager
+    def serving(self, request_id: str, op: str) -> Iterator[None]:
+        before, self.current = self.current, (request_id, op)
+        try:
+            yield
+        finally:
+            self.current = before
+
+
+SERVING = Serving()
