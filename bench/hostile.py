@@ -1,7 +1,8 @@
 """Benchmark: how long a probe client waits for ``status`` while another client sends each hostile
 size of issue 10 (acceptance 2: the probe answered within 0.5 s every time).
 
-Attacks, one after another on one daemon: a 256 KB remember, a 256 KB import line, a 5 MB and a
+Attacks, one after another on one daemon: a 256 KB remember, a 256 KB import line, an import
+request of the most lines one may carry, a 5 MB and a
 50 MB transcript appended to a watched transcript (timed until ``status`` counts all its
 messages read), a bank update with 2,000 ``##`` sections, one with 2,000 history items holding
 fenced code, a 256 KB hook prompt. A probe thread sends
@@ -61,6 +62,15 @@ def remember_256k(env: Env) -> None:
 def import_line_256k(env: Env) -> None:
     line = json.dumps({"content": _words(256 * KB, 2)})
     _call(env, protocol.Import(lines=[line], project=str(env.project)))
+
+
+def import_request_max(env: Env) -> None:
+    """The most lines one Import request may carry (one event, applied whole)."""
+    lines = [
+        json.dumps({"content": f"imported fact {i} about component {i % 97}: {_words(60, i)}"})
+        for i in range(protocol.IMPORT_MAX_LINES)
+    ]
+    _call(env, protocol.Import(lines=lines, project=str(env.project)))
 
 
 def transcript_5mb(env: Env) -> None:
@@ -136,6 +146,7 @@ def hook_prompt_256k(env: Env) -> None:
 ATTACKS: list[tuple[str, Callable[[Env], None]]] = [
     ("remember 256 KB", remember_256k),
     ("import line 256 KB", import_line_256k),
+    (f"import {protocol.IMPORT_MAX_LINES} lines", import_request_max),
     ("transcript 5 MB", transcript_5mb),
     ("transcript 50 MB", transcript_50mb),
     ("bank update 2,000 ##", bank_2000_sections),

@@ -40,7 +40,7 @@ from memoryd.core import audit_chain
 SEED = 20_240_611
 MAX_KILL_DELAY_S = 0.150
 REMEMBER_BUDGET_S = 0.6
-IMPORT_LINES = 2_000  # several of the daemon's internal import batches
+IMPORT_LINES = protocol.IMPORT_MAX_LINES  # the most one request may carry
 BULK_BUDGET_S = 30.0
 
 

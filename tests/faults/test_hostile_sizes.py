@@ -229,3 +229,29 @@ def test_a_kill_mid_transcript_loses_and_doubles_no_finding(
     for i in range(DECISIONS):
         word = _decision(i).split()[4]
         assert sum(word in c for c in contents) == 1, (i, word, contents)
+
+
+def test_an_import_request_carries_at_most_its_limit_and_memctl_splits_a_file(
+    env: Env, daemon: Daemon, tmp_path: Path
+) -> None:
+    """An import is one event applied whole on the owner thread, so one request's lines are
+    bounded (50,000 lines held every other client 4.4 s): one line more than the limit is
+    refused before anything is applied, naming the field and the limit; `memctl import` sends a
+    larger file in requests the daemon takes, and every line arrives."""
+    limit = protocol.IMPORT_MAX_LINES
+    lines = [
+        json.dumps({"content": f"imported fact {i} about the queue"}) for i in range(limit + 1)
+    ]
+    reply = _call(env, protocol.Import(lines=lines, project=str(env.project)))
+    assert isinstance(reply, protocol.Error) and reply.code == "bad_request", reply
+    assert f"length <= {limit}" in reply.message and "lines" in reply.message, reply.message
+    assert ok_json(env, "list")["entries"] == []
+    source = tmp_path / "facts.jsonl"
+    source.write_text("\n".join(lines * 2) + "\n")  # each line twice: the second a duplicate
+    result = ok_json(env, "import", str(source))
+    assert (result["imported"], result["duplicates"], result["rejected"]) == (
+        limit + 1,
+        limit + 1,
+        [],
+    )
+    assert len(ok_json(env, "list", "--limit", str(2 * limit))["entries"]) == limit + 1

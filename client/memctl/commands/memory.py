@@ -16,9 +16,9 @@ from memctl.cli import BULK_BUDGET_S, EXIT_USAGE, Failed, Session
 from memctl.commands import Commands
 
 IMPORT_CHUNK_BYTES = 3 * 1024 * 1024
-# Lines a request carries at most: a progress bar moves every request, and below ~1,000 lines
-# the requests' own cost starts to show (20,000 lines: 2,000 a request as fast as one request).
-IMPORT_CHUNK_LINES = 2000
+# Lines a request carries: the most the daemon takes in one (it holds its owner thread while
+# it applies them); a progress bar moves every request.
+IMPORT_CHUNK_LINES = protocol.IMPORT_MAX_LINES
 
 _json = msgspec.json.Encoder()
 
