@@ -266,8 +266,9 @@ class IndexWriteFailed(Unavailable):
 
 
 def _let_go(writer: tantivy.IndexWriter) -> None:
-    """On the committer thread: wait for the writer's merges (its end drops it and its
-    memory), then give the heap that frees back to the system."""
+    """On the committer thread: wait for the writer's merges (its end drops it, its lock on the
+    directory and its memory, whoever still refers to it), then give the heap that frees back
+    to the system."""
     try:
         writer.wait_merging_threads()
     finally:
@@ -525,13 +526,20 @@ class SearchIndex:
 
     def _drop_writer(self) -> None:
         """Let a failed writer go (and its lock on the directory) with what it had not
-        committed; ``applied_seq`` still says what the index holds."""
+        committed; ``applied_seq`` still says what the index holds.
+
+        Its end is not left to the last reference to it: a failed commit's traceback (the
+        committer's frame) can hold it until the garbage collector runs, and the next writer
+        would meet its lock (``LockBusy``: the index stayed unwritable after the disk had space
+        again). It is ended as a writer let go is, its merges waited for on the committer
+        thread (``wait_merging_threads`` consumes it), and the next writer waits for that."""
         self._rebuild = None
         writer, self._writer = self._writer, None
         if writer is not None:
             with contextlib.suppress(Exception):
                 writer.rollback()
-            del writer
+            self._released()  # one let go before (idle) ends first
+            self._releasing = _COMMITTER.submit(lambda: _let_go(writer))
 
     def _sync(self, store: Store, stepwise: bool) -> int:
         if self._rebuild is not None:
