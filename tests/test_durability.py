@@ -709,11 +709,10 @@ def _written_by(content: str) -> str:
     return content.split(" ")[2] if content.startswith("imported fact ") else content
 
 
-def _only_indexed_twice(check: dict[str, Any]) -> bool:
-    """Whether ``check`` found nothing wrong but ids the index holds twice."""
-    others = (check["database"], check["audit"], check["bank"])
-    return others == ("ok", "ok", "ok") and bool(
-        re.fullmatch(r"\d+ indexed twice: .*", check["index"])
+def _healed_twice(env: Env) -> int:
+    """How often the daemons of a run wrote ids the index held twice again (their logs)."""
+    return sum(
+        log.read_text(errors="replace").count("ids twice") for log in env.root.glob("daemon-*.log")
     )
 
 
@@ -753,20 +752,10 @@ def test_sigkill_stream_over_the_full_mix_loses_and_doubles_nothing(
 
     repaired_at_open: list[str] = []
 
-    resurrected: list[str] = []  # index documents a merge brought back (see below)
-
     def check_after_restart() -> None:
         t0 = time.monotonic()
         check = _call(env, protocol.Check())
         checks.append(time.monotonic() - t0)
-        if not check["ok"] and _only_indexed_twice(check):
-            # A fault this stream found and that is still open: a merge of tantivy segments (of
-            # those a kill left, merged by the next daemon) can end with a document alive that
-            # a commit deleted while the merge ran, the old version of an id beside its new one;
-            # about once in 100 restarts. Repaired so that the stream goes on; reported at the
-            # end as an expected failure, after every other check has passed.
-            resurrected.append(f"kill {killer.kills}: {check['index']}")
-            check = _call(env, protocol.Check(repair=True))
         assert check["ok"], f"check after kill {killer.kills}: {check}"
         # The open compares the index with the store and rebuilds one that differs.
         reason = _call(env, protocol.StatusRequest())["project"]["index"]["rebuilt_at_open"]
@@ -877,16 +866,9 @@ def test_sigkill_stream_over_the_full_mix_loses_and_doubles_nothing(
         f"{_median_ms(checks)} ms): "
         f"{len(ops)} operations {dict(by_kind)}, {writer.restarts_crossed} answered only after "
         f"a restart {dict(retried)}; "
-        f"audit seq {report.last_seq}; index repaired at open: {repaired_at_open or 'never'}"
+        f"audit seq {report.last_seq}; index repaired at open: {repaired_at_open or 'never'}; "
+        f"ids held twice healed while running: {_healed_twice(env)}"
     )
-    known = []
-    if resurrected:
-        known.append(
-            "after some restarts the index held a document twice (a tantivy merge brought a "
-            f"deleted version back): {resurrected}"
-        )
-    if known:
-        pytest.xfail("everything else held, but: " + "; ".join(known))
 
 
 # ---------------------------------------------------------------- retries across a restart

@@ -173,6 +173,8 @@ class ProjectMemory:
         self._aliases: dict[str, tuple[str, ...]] | None = None
         self._unindexed: list[str] = []  # entries added since the index last published
         self._index_failure: str | None = None  # why the index cannot be written, if it cannot
+        self._verify_due = False  # a heal of the index failed: the next index tick tries again
+        self._twice_rewritten = False  # ids held twice were written again; verified next
         self._accesses: dict[str, tuple[int, float]] = {}
         self.accesses_since_compaction = 0  # entries injected since the last run began
         self.compacted_at = self.last_compacted_at()  # when the last run ended (status)
@@ -253,8 +255,7 @@ class ProjectMemory:
         compares them at any size)."""
         if self.index.rebuilding:
             return
-        c = self.store.counts()
-        stored = c.candidate + c.confirmed + c.pinned + c.archived + self.store.finding_count()
+        stored = self._stored_documents()
         documents = self.index.state().documents
         if documents != stored:
             problem: str | None = f"{documents} documents for {stored} entries and findings"
@@ -264,6 +265,56 @@ class ProjectMemory:
             problem = None
         if problem is None:
             return
+        self.index.rebuild_reason = f"index and store differed ({problem})"
+        self.index.begin_rebuild(self.store)
+        self._errors.record(
+            f"{self.slug}: the search index differed from the store ({problem}); "
+            "it is rebuilt from the store",
+            "warning",
+        )
+
+    def _stored_documents(self) -> int:
+        """The documents the index must hold: every entry and every finding (two counts)."""
+        c = self.store.counts()
+        return c.candidate + c.confirmed + c.pinned + c.archived + self.store.finding_count()
+
+    def _verify_index(self) -> None:
+        """After the index published a commit, or a writer's merges ended: when it holds every
+        store change, its document count is compared with the store's (cheap). One that
+        differs heals here, no restart: ids it holds twice (a tantivy merge of the segments a
+        kill left can keep alive a version a commit deleted while the merge ran) are deleted
+        and written again from the store in a commit on the committer thread, whose
+        publication verifies again; any other difference, or one that outlived that, is
+        rebuilt from the store a page per loop turn, as at open."""
+        self._verify_due = False
+        if self.index.rebuilding or self.index.committing or self._behind:
+            return
+        if self.index.applied_seq != self.store.change_seq():
+            return  # the commit that catches up verifies
+        stored, documents = self._stored_documents(), self.index.documents()
+        if documents == stored:
+            self._twice_rewritten = False
+            return
+        problem = f"{documents} documents for {stored} entries and findings"
+        if not self._twice_rewritten:
+            try:
+                twice = self.index.rewrite_twice_indexed(self.store)
+            except IndexWriteFailed as exc:
+                self._index_failed(exc)
+                self._verify_due = True  # tried again at the next index tick
+                return
+            if twice:
+                self._twice_rewritten = True
+                self._indexing = (self._indexed, 0)
+                more = f" and {len(twice) - 5} more" if len(twice) > 5 else ""
+                self._errors.record(
+                    f"{self.slug}: the search index held {len(twice)} ids twice "
+                    f"({', '.join(twice[:5])}{more}; {problem}); each is written again "
+                    "from the store",
+                    "warning",
+                )
+                return
+        self._twice_rewritten = False
         self.index.rebuild_reason = f"index and store differed ({problem})"
         self.index.begin_rebuild(self.store)
         self._errors.record(
@@ -1183,6 +1234,7 @@ class ProjectMemory:
         self._indexed = changes
         self._unindexed.clear()
         self._prune_changes()
+        self._verify_index()
 
     def commit_index_in_background(self) -> None:
         """Hand what the index lacks to a commit on the committer thread (``INDEX_SLICE``
@@ -1190,9 +1242,13 @@ class ProjectMemory:
         never waits on the disk. Compaction's batches and the index commit job keep the index
         up to date so; a search that cannot do without a change waits (``search_candidates``).
         Not while a rebuild goes on: it catches up with every change when it ends."""
-        if self.index.rebuilding or not self._settle_index(wait=False):
-            return
+        if self.index.rebuilding or not self._settle_index(wait=False) or self.index.committing:
+            return  # (committing: a heal's commit, which ``_settle_index`` began)
         if self._changes == self._indexed:
+            if self.index.merges_ended() or self._verify_due:
+                self._verify_index()  # what the last writer's merges left
+                if self.index.rebuilding or self.index.committing:
+                    return
             # Idle since the last tick: the writer's memory goes back until the next write.
             self.index.release_writer()
             return
@@ -1229,6 +1285,7 @@ class ProjectMemory:
         del self._unindexed[:unindexed]
         if self.index.applied_seq - self._pruned >= PRUNE_EVERY:  # a transaction (an fsync)
             self._prune_changes()
+        self._verify_index()
         return True
 
     def _prune_changes(self) -> None:
@@ -1262,11 +1319,12 @@ class ProjectMemory:
         self.index.on_committed = wake
 
     @property
-    def generation(self) -> tuple[int, int, int]:
-        """Moves with every commit and every change of what the index publishes, and differs
-        between two openings of the project (commits are counted from open): a search's result
-        holds while this stays (``Recall``'s result cache)."""
-        return self._opened, self._changes, self.index.applied_seq
+    def generation(self) -> tuple[int, int, int, int]:
+        """Moves with every commit and every change of what the index publishes (a heal's
+        commit too: ``SearchIndex.published``), and differs between two openings of the
+        project (commits are counted from open): a search's result holds while this stays
+        (``Recall``'s result cache)."""
+        return self._opened, self._changes, self.index.applied_seq, self.index.published
 
     @property
     def index_lags(self) -> bool:
@@ -1312,11 +1370,19 @@ class ProjectMemory:
 
     def check(self, *, repair: bool = False) -> p.CheckResult:
         """The store's integrity, the audit chain, and the index holding the store's ids, each
-        once; with ``repair`` an index that differs is rebuilt from the store (it is derived)."""
+        once (after the heal the daemon does by itself: ``_verify_index``); with ``repair`` an
+        index that differs is rebuilt from the store (it is derived)."""
         db = self.store.integrity()
         chain = self.journal.verify()
         audit = "ok" if chain.ok else f"broken: {chain.problem}"
         self.sync_index()
+        # What the daemon heals by itself after its next commit (a merge that ended since the
+        # last one can have left an id twice), healed first: a difference found after is one
+        # the heal did not mend.
+        self._verify_index()
+        self._settle_index(wait=True)
+        if self.index.rebuilding:
+            self.sync_index()
         found = problem = self._index_difference()
         if found is not None and repair:
             self.index.rebuild(self.store)
@@ -1376,7 +1442,7 @@ class ProjectReader:
         index_lags: bool,
         clock: Callable[[], float],
         slug: str,
-        generation: tuple[int, int, int],
+        generation: tuple[int, int, int, int],
     ) -> None:
         self._clock = clock
         self._index = index

@@ -147,8 +147,14 @@ class Recall:
         found = project.lookup(ids)
         archive = scope == "archived"
         # What the store holds decides: a hit gone, or archived since the index learned of it,
-        # is left out.
-        kept = [(found[i], s.score) for i, s in zip(ids, ranked, strict=True) if i in found]
+        # is left out; an id the index holds twice (until it heals: ``ProjectMemory.
+        # _verify_index``) is kept once, at its best rank.
+        kept: list[tuple[p.Entry | SessionFinding, float]] = []
+        seen: set[str] = set()
+        for i, s in zip(ids, ranked, strict=True):
+            if i in found and i not in seen:
+                seen.add(i)
+                kept.append((found[i], s.score))
         return [(e, score) for e, score in kept if _in_scope(e, archive)][:limit]
 
     def _timed(self, started: float, project: Source) -> None:

@@ -25,7 +25,8 @@ CONNECTIONS = 1500
 class Probe:
     """One DEALER connection kept open: a client already connected when descriptors run out."""
 
-    def __init__(self, env: Env) -> None:
+    def __init__(self, env: Env, daemon: Daemon) -> None:
+        self._daemon = daemon
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
@@ -34,7 +35,11 @@ class Probe:
     def status(self) -> protocol.Reply:
         request = protocol.StatusRequest(id=new_request_id())
         self._sock.send(protocol.encode(request))
-        assert self._sock.poll(20_000), "the probe's status is not answered"
+        if not self._sock.poll(20_000):
+            # Says whether the daemon is gone (libzmq's abort on EMFILE names itself last).
+            code = self._daemon.proc.poll() if self._daemon.proc is not None else None
+            tail = self._daemon.stderr_path.read_text(errors="replace").splitlines()[-1:]
+            raise AssertionError(f"the probe's status is not answered (exit {code}: {tail})")
         reply = protocol.decode_reply(self._sock.recv())
         assert reply.id == request.id
         return reply
@@ -77,7 +82,7 @@ def test_connections_past_the_fd_limit_are_refused_not_an_abort(env: Env) -> Non
             [str(HARD), str(HARD)]
         ]
         ok_json(env, "remember", "The staging cluster deploys first")
-        probe = Probe(env)
+        probe = Probe(env, daemon)
         try:
             assert isinstance(probe.status(), protocol.Ok)
             for n in range(CONNECTIONS):
