@@ -50,7 +50,7 @@ class Session:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.as_json: bool = args.json
-        self.project = os.path.abspath(args.project or _cwd())
+        self.project = os.path.abspath(args.project or paths.cwd())
         self.client = Client(budget_s=args.timeout or QUICK_BUDGET_S)
         self.emitted = False  # a result is out: a failure after it adds no JSON object
 
@@ -95,15 +95,6 @@ def _check_limits(request: protocol.Request[Any]) -> None:
         msgspec.convert(msgspec.to_builtins(request), type(request))
     except msgspec.ValidationError as exc:
         raise Failed(f"invalid value: {protocol.explain(exc)}", EXIT_USAGE) from None
-
-
-def _cwd() -> str:
-    """The working directory; "/" (no project) when it was deleted under us: the hook then goes
-    by the payload's cwd, a command says there is no project here."""
-    try:
-        return os.getcwd()
-    except FileNotFoundError:
-        return "/"
 
 
 def _unavailable_hint(exc: DaemonUnavailable) -> str:

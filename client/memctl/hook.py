@@ -87,9 +87,8 @@ PATH_LIMIT = 4096
 SOURCE_LIMIT = 64
 
 
-PROTOCOL_VERSION = (
-    3  # memctl.protocol's, which this module does not import (a test holds them equal)
-)
+# memctl.protocol's, which this module does not import (a test holds them equal).
+PROTOCOL_VERSION = 3
 BUDGET_S = 1.5  # as memctl.cli.QUICK_BUDGET_S: stdin, the request and the reply together
 TRANSPORT_ENV = "MEMCTL_HOOK_TRANSPORT"
 AGENTS: tuple[protocol.Agent, ...] = ("claude", "codex", "gemini")
@@ -176,7 +175,7 @@ def run(s: Session) -> None:
 def answer(
     opts: Options, deadline: float, project: str | None = None, client: Client | None = None
 ) -> None:
-    out = _answer(opts, deadline, project or os.path.abspath(opts.project or _cwd()), client)
+    out = _answer(opts, deadline, project or os.path.abspath(opts.project or paths.cwd()), client)
     if out:
         _emit(out)
 
@@ -196,13 +195,6 @@ def _answer(opts: Options, deadline: float, cwd_project: str, client: Client | N
     fields["id"] = os.urandom(16).hex()  # as memctl.transport.new_request_id
     text = _call(fields, deadline, client)
     return render(event, text) if answers and text else b""
-
-
-def _cwd() -> str:
-    try:
-        return os.getcwd()
-    except FileNotFoundError:  # as memctl.cli._cwd: no project here, the payload's cwd decides
-        return "/"
 
 
 def detect_agent(payload: dict[str, Any]) -> protocol.Agent:

@@ -41,26 +41,15 @@ def _pack(obj: Any, out: bytearray) -> None:
         _pack_int(obj, out)
     elif isinstance(obj, str):
         data = obj.encode("utf-8")
-        n = len(data)
-        if n < 32:
-            out.append(0xA0 | n)
-        elif n < 0x100:
-            out += b"\xd9" + _spack(">B", n)
-        elif n < 0x10000:
-            out += b"\xda" + _spack(">H", n)
+        if len(data) < 32:
+            out.append(0xA0 | len(data))
         else:
-            out += b"\xdb" + _spack(">I", n)
+            _pack_length(len(data), b"\xd9", b"\xda", b"\xdb", out)
         out += data
     elif isinstance(obj, float):
         out += b"\xcb" + _spack(">d", obj)
     elif isinstance(obj, bytes):
-        n = len(obj)
-        if n < 0x100:
-            out += b"\xc4" + _spack(">B", n)
-        elif n < 0x10000:
-            out += b"\xc5" + _spack(">H", n)
-        else:
-            out += b"\xc6" + _spack(">I", n)
+        _pack_length(len(obj), b"\xc4", b"\xc5", b"\xc6", out)
         out += obj
     elif isinstance(obj, list | tuple):
         _pack_header(len(obj), 0x90, b"\xdc", b"\xdd", out)
@@ -73,6 +62,16 @@ def _pack(obj: Any, out: bytearray) -> None:
             _pack(value, out)
     else:
         raise TypeError(f"cannot pack {type(obj).__name__}")
+
+
+def _pack_length(n: int, b8: bytes, b16: bytes, b32: bytes, out: bytearray) -> None:
+    """A str's or bin's length past its fix form: 8, 16 or 32 bits, the smallest that holds it."""
+    if n < 0x100:
+        out += b8 + _spack(">B", n)
+    elif n < 0x10000:
+        out += b16 + _spack(">H", n)
+    else:
+        out += b32 + _spack(">I", n)
 
 
 def _pack_header(n: int, fix: int, b16: bytes, b32: bytes, out: bytearray) -> None:

@@ -15,6 +15,15 @@ import sys
 SOCKET_NAME = "memoryd.sock"
 
 
+def cwd() -> str:
+    """The working directory; "/" (no project) when it was deleted under us: the hook then goes
+    by the payload's cwd, a command says there is no project here."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return "/"
+
+
 def runtime_dir() -> str:
     """The directory that holds the socket and the lock file."""
     override = os.environ.get("MEMORYD_SOCKET")

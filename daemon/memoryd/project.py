@@ -263,8 +263,11 @@ class ProjectMemory:
             problem = self._index_difference()
         else:
             problem = None
-        if problem is None:
-            return
+        if problem is not None:
+            self._rebuild_index(problem)
+
+    def _rebuild_index(self, problem: str) -> None:
+        """An index that differs from the store is rebuilt from it, a page per loop turn."""
         self.index.rebuild_reason = f"index and store differed ({problem})"
         self.index.begin_rebuild(self.store)
         self._errors.record(
@@ -315,13 +318,7 @@ class ProjectMemory:
                 )
                 return
         self._twice_rewritten = False
-        self.index.rebuild_reason = f"index and store differed ({problem})"
-        self.index.begin_rebuild(self.store)
-        self._errors.record(
-            f"{self.slug}: the search index differed from the store ({problem}); "
-            "it is rebuilt from the store",
-            "warning",
-        )
+        self._rebuild_index(problem)
 
     # ------------------------------------------------------------------ writing
 
@@ -342,6 +339,8 @@ class ProjectMemory:
                 f"the change is journaled (audit seq {seq}) but the database refused it ({exc}); "
                 "it will be applied as soon as the database accepts writes again"
             ) from exc
+        if request is not None:
+            request_ids.SERVING.changed(self)
         self._changes += 1
         if event.__struct_config__.tag not in INDEX_MAY_LAG:
             self._exact = self._changes
@@ -1234,7 +1233,7 @@ class ProjectMemory:
         self._indexed = changes
         self._unindexed.clear()
         self._prune_changes()
-        self._verify_index()
+        self._verify_due = True  # on the next index tick: not on the search that waits here
 
     def commit_index_in_background(self) -> None:
         """Hand what the index lacks to a commit on the committer thread (``INDEX_SLICE``
@@ -1285,7 +1284,7 @@ class ProjectMemory:
         del self._unindexed[:unindexed]
         if self.index.applied_seq - self._pruned >= PRUNE_EVERY:  # a transaction (an fsync)
             self._prune_changes()
-        self._verify_index()
+        self._verify_due = True  # by the index tick once idle: not on a search's path
         return True
 
     def _prune_changes(self) -> None:
@@ -1339,7 +1338,7 @@ class ProjectMemory:
 
     def index_documents(self) -> int:
         """The documents the search index holds (entries and findings)."""
-        return self.info().index.documents
+        return self.index.state().documents
 
     def index_rebuild_step(self) -> bool:
         """A page of an index rebuild under way (idle work); returns whether more remains."""

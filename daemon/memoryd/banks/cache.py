@@ -493,19 +493,20 @@ class BankCache:
             self._settle(cached, file, marker.upto, {f.seq: f.reason for f in marker.failed})
         self._journal.compact(self._unsettled())
 
-    def check_journal(self, root: Path, *, repair: bool = False) -> str:
+    def check_journal(self, root: Path, *, repair: bool = False) -> tuple[str, bool]:
         """Whether the bank journal on disk agrees with the cache about ``root``'s bank: every
         line readable, and the changes a restart would apply again exactly those not on disk
         yet (one more would be applied twice, one fewer lost). ``repair`` writes a journal that
         differs anew from the cache (the request ids to remember, what is pending, the writes
-        in flight). Returns "ok", the problem, or what the repair did."""
+        in flight). Returns "ok", the problem, or what the repair did, and whether the journal
+        agrees now."""
         problem = self._journal_difference(root)
         if problem is None or not repair:
-            return problem or "ok"
+            return problem or "ok", problem is None
         self._journal.compact(self._unsettled(), force=True)
         still = self._journal_difference(root)
         done = "repaired" if still is None else f"still {still}"
-        return f"{done}: written anew from the cache (it had {problem})"
+        return f"{done}: written anew from the cache (it had {problem})", still is None
 
     def _journal_difference(self, root: Path) -> str | None:
         journaled = self._journal.on_disk()

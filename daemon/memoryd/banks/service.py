@@ -417,7 +417,7 @@ class BankService:
                 self.cache.report(f"memory bank {synced.name} in {synced.root}: not audited: {exc}")
         self.cache.dump()
 
-    def check_journal(self, root: Path, *, repair: bool) -> str:
+    def check_journal(self, root: Path, *, repair: bool) -> tuple[str, bool]:
         """The bank journal against the cache for ``root``'s bank (``BankCache.check_journal``)."""
         return self.cache.check_journal(root, repair=repair)
 

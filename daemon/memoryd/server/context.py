@@ -20,6 +20,8 @@ from memoryd.capture.service import CaptureService
 from memoryd.capture.watcher import TranscriptWatcher
 from memoryd.compactor import Compactor
 from memoryd.health import HealthRing
+from memoryd.index import SearchScope
+from memoryd.project import ProjectMemory, ProjectReader
 from memoryd.recall import Recall
 from memoryd.registry import ProjectRegistry
 from memoryd.share import ShareService, ShareWriter
@@ -120,6 +122,29 @@ class Deferred(Generic[_R, _A]):
 
     def run(self) -> _A:
         return self.finish(self.read())
+
+
+def deferred_read(
+    ctx: DaemonContext,
+    project: ProjectMemory,
+    scope: SearchScope | None,
+    read: Callable[[ProjectReader], _R],
+    answer: Callable[[_R], _A],
+) -> Deferred[_R, _A]:
+    """A read of ``project`` for a reader thread: what it needs taken now, on the owner thread
+    (``ProjectMemory.reader``; ``scope`` None: the read does not search), what it leaves
+    applied back there (``Recall.settle_read``) before ``answer`` gives the reply."""
+    reader = project.reader(scope)
+
+    def run() -> _R:
+        with reader:
+            return read(reader)
+
+    def finish(result: _R) -> _A:
+        ctx.recall.settle_read(project, reader)
+        return answer(result)
+
+    return Deferred(run, finish)
 
 
 Handler = Callable[[DaemonContext, Any], msgspec.Struct | Parked | Deferred[Any, Any]]

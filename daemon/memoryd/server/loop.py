@@ -393,8 +393,9 @@ class Server:
         durably, in its project's store, before it is sent, when the change did something
         there."""
         request_id = unique_id(request) if type(request).mutates else ""
-        if request_id and isinstance(reply, p.Ok):
-            self._keep_durably(request, request_id, reply)
+        changed = SERVING.take(request_id) if request_id else None
+        if changed is not None and isinstance(reply, p.Ok):
+            self._keep_durably(changed, request, request_id, reply)
         encoded = self._reply(envelope, reply, request.project, started, _op(request))
         if request_id:
             self._remember_reply(request_id, encoded)
@@ -411,10 +412,9 @@ class Server:
         except Exception:
             return None
 
-    def _keep_durably(self, request: p.Request[Any], request_id: str, reply: p.Ok) -> None:
-        project = self._project_of(request)
-        if project is None:
-            return
+    def _keep_durably(
+        self, project: ProjectMemory, request: p.Request[Any], request_id: str, reply: p.Ok
+    ) -> None:
         try:
             project.keep_reply(request_id, p.encode(reply))
         except Exception as exc:  # the change is made: its retry is answered from its effects

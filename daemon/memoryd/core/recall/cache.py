@@ -26,8 +26,6 @@ class ResultCache(Generic[T]):
         self._max_age_s = max_age_s
         self._items: OrderedDict[Hashable, tuple[Hashable, float, T]] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: Hashable, generation: Hashable, now: float) -> T | None:
         with self._lock:
@@ -39,10 +37,8 @@ class ResultCache(Generic[T]):
             ):
                 if found is not None:
                     del self._items[key]
-                self.misses += 1
                 return None
             self._items.move_to_end(key)
-            self.hits += 1
             return found[2]
 
     def put(self, key: Hashable, generation: Hashable, now: float, value: T) -> None:

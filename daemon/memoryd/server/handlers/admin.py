@@ -88,8 +88,8 @@ def check(ctx: DaemonContext, req: p.Check) -> p.CheckResult:
     project = ctx.registry.get(req.project)
     result = project.check(repair=req.repair)
     if ctx.banks is not None:
-        result.bank = ctx.banks.check_journal(project.root, repair=req.repair)
-        result.ok = result.ok and (result.bank == "ok" or result.bank.startswith("repaired"))
+        result.bank, agrees = ctx.banks.check_journal(project.root, repair=req.repair)
+        result.ok = result.ok and agrees
     return result
 
 

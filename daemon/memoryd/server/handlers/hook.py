@@ -16,7 +16,7 @@ from memoryd.core.errors import MemorydError
 from memoryd.core.recall.formatting import Item
 from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
-from memoryd.server.context import DaemonContext, Deferred, Handler
+from memoryd.server.context import DaemonContext, Deferred, Handler, deferred_read
 
 # Each agent reads the payload in its own format (design §5 Formats).
 _FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
@@ -86,17 +86,13 @@ def _payload(
     """The payload, built on a reader thread from what was gathered here on the owner thread
     (the prompt's own remember, the sessions, the bank's and instruction files' items)."""
     searches = bool(req.query.strip()) and not options.get("always_only", False)
-    reader = project.reader("active" if searches else None)
-
-    def read() -> p.InjectResult:
-        with reader:
-            return ctx.recall.inject(reader, req, **options)
-
-    def finish(payload: p.InjectResult) -> p.HookResult:
-        ctx.recall.settle_read(project, reader)
-        return answer(payload)
-
-    return Deferred(read, finish)
+    return deferred_read(
+        ctx,
+        project,
+        "active" if searches else None,
+        lambda reader: ctx.recall.inject(reader, req, **options),
+        answer,
+    )
 
 
 def _transcript(ctx: DaemonContext, project: ProjectMemory, req: p.Hook) -> str | None:

@@ -5,17 +5,18 @@ working memory (focus, release), graph (connect, graph) and notes."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from memctl import protocol as p
 from memoryd import memtrim, review
 from memoryd.core.errors import Unavailable
-from memoryd.server.context import DaemonContext, Deferred, Handler, Parked
+from memoryd.server.context import DaemonContext, Deferred, Handler, Parked, deferred_read
 
 COMPACT_WAIT_S = 25.0  # within memctl's bulk budget; a longer run goes on in the background
 SHARE_WAIT_S = 10.0  # `share on` answers once the file is written, or says it is pending
+_T = TypeVar("_T")
 
 
 def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
@@ -23,33 +24,27 @@ def remember(ctx: DaemonContext, req: p.Remember) -> p.RememberResult:
 
 
 def search(ctx: DaemonContext, req: p.Search) -> Deferred[p.SearchResult, p.SearchResult]:
-    project = ctx.registry.get(req.project)
-    reader = project.reader("archived" if req.archive else "active_and_findings")
-
-    def read() -> p.SearchResult:
-        with reader:
-            return p.SearchResult(results=ctx.recall.search(reader, req))
-
-    def finish(result: p.SearchResult) -> p.SearchResult:
-        ctx.recall.settle_read(project, reader)
-        return result
-
-    return Deferred(read, finish)
+    return deferred_read(
+        ctx,
+        ctx.registry.get(req.project),
+        "archived" if req.archive else "active_and_findings",
+        lambda reader: p.SearchResult(results=ctx.recall.search(reader, req)),
+        _same,
+    )
 
 
 def inject(ctx: DaemonContext, req: p.Inject) -> Deferred[p.InjectResult, p.InjectResult]:
-    project = ctx.registry.get(req.project)
-    reader = project.reader("active" if req.query.strip() else None)
+    return deferred_read(
+        ctx,
+        ctx.registry.get(req.project),
+        "active" if req.query.strip() else None,
+        lambda reader: ctx.recall.inject(reader, req),
+        _same,
+    )
 
-    def read() -> p.InjectResult:
-        with reader:
-            return ctx.recall.inject(reader, req)
 
-    def finish(result: p.InjectResult) -> p.InjectResult:
-        ctx.recall.settle_read(project, reader)
-        return result
-
-    return Deferred(read, finish)
+def _same(result: _T) -> _T:
+    return result
 
 
 def list_entries(ctx: DaemonContext, req: p.ListEntries) -> p.ListResult:
