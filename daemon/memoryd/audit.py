@@ -23,7 +23,7 @@ from memoryd.atomic import write_atomic
 from memoryd.core import audit_chain
 from memoryd.core.errors import Unavailable
 from memoryd.core.events import Event
-from memoryd.disk import write_failure_cause
+from memoryd.disk import append_durably, write_failure_cause
 
 
 class AuditRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -119,16 +119,9 @@ class AuditJournal:
         body = _encoder.encode(record)
         line, digest = audit_chain.seal(body, self.last_hash)
         fd = self._fh.fileno()
-        size = os.fstat(fd).st_size
         try:
-            data = memoryview(line + b"\n")
-            while data:
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
+            append_durably(fd, line + b"\n", os.fstat(fd).st_size)
         except OSError as exc:
-            # A full disk can take part of the line: cut it off, so the next line starts where
-            # this one did (truncating frees space, it never needs any).
-            os.ftruncate(fd, size)
             cause = write_failure_cause(self.path.parent, exc)
             raise Unavailable(
                 f"the audit log {self.path} cannot be written: {cause}; nothing was changed"
@@ -137,7 +130,6 @@ class AuditJournal:
         return seq
 
     def _lines(self) -> list[bytes]:
-        self._fh.flush()
         return self.path.read_bytes().splitlines()
 
     def events_after(self, seq: int) -> Iterator[tuple[int, Event, tuple[str, str] | None]]:

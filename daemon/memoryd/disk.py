@@ -4,6 +4,7 @@ killed"), or hide it behind a later error."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -24,3 +25,20 @@ def write_failure_cause(directory: Path, exc: BaseException) -> str:
     if not os.access(directory, os.W_OK):
         return f"Permission denied: {directory} cannot be written ({exc})"
     return str(exc)
+
+
+def append_durably(fd: int, data: bytes, size: int) -> int:
+    """Write ``data`` at the end of the file ``fd`` (``size`` bytes long) and fsync it; returns
+    the new size. On failure the file is cut back to ``size`` before the error is raised: a full
+    disk can take part of a line, and the next line must start where this one did (truncating
+    frees space, it never needs any)."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise
+    return size + len(data)

@@ -22,8 +22,6 @@ it.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -34,6 +32,7 @@ import msgspec
 
 from memoryd.atomic import write_atomic
 from memoryd.core.bank.ops import Failed, Op
+from memoryd.disk import append_durably
 
 COMPACT_ABOVE = 1000  # lines; below it a journal with pending operations is left as it is
 REMEMBERED_REQUESTS = 500  # request ids kept across compaction (fewer than COMPACT_ABOVE)
@@ -147,16 +146,7 @@ class BankJournal:
         """Journal ``record`` durably (written and fsynced before returning). On failure (disk
         full) the journal is cut back to where it was, so a change the client is told failed
         cannot come back at the next start."""
-        line = _encode(record) + b"\n"
-        try:
-            if os.write(self._fd, line) != len(line):
-                raise OSError(errno.ENOSPC, "short write to the bank journal")
-            os.fsync(self._fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-            raise
-        self._size += len(line)
+        self._size = append_durably(self._fd, _encode(record) + b"\n", self._size)
         self.count += 1
         if isinstance(record, OpRecord):
             self.last_seq = max(self.last_seq, record.seq)
