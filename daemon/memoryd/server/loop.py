@@ -9,7 +9,7 @@ import signal
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -443,7 +443,11 @@ class Server:
             if type(request).needs_project and not request.project_explicit:
                 self.context.registry.check_project(request.project)
             request_id = unique_id(request) if type(request).mutates else ""
-            with SERVING.serving(request_id, _op(request)) if request_id else _no_scope():
+            with (
+                SERVING.serving(request_id, _op(request))
+                if request_id
+                else contextlib.nullcontext()
+            ):
                 result = HANDLERS[type(request)](self.context, request)
             if isinstance(result, Deferred) and not deferring:
                 result = result.run()
@@ -576,11 +580,6 @@ def _socket_id(endpoint: str) -> tuple[int, int] | None:
     except OSError:
         return (0, 0)  # gone: never equal to the id of a bound socket
     return (info.st_dev, info.st_ino)
-
-
-@contextlib.contextmanager
-def _no_scope() -> Iterator[None]:
-    yield
 
 
 def _ignore(signum: int, frame: object) -> None:

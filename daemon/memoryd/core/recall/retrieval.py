@@ -257,7 +257,7 @@ def rank(
         key=lambda s: s.score,
         reverse=True,
     )
-    scored = lift_neighbours(scored, candidates, now, config)
+    scored = lift_neighbours(scored, candidates, config)
     if reranker is not None:
         scored = list(reranker.rerank(query, scored))
     scored = scored[: top_k or config.top_k]
@@ -277,7 +277,7 @@ def _near(a: Candidate, b: Candidate, window: float) -> bool:
 
 
 def lift_neighbours(
-    scored: list[Scored], candidates: Sequence[Candidate], now: float, config: RetrievalConfig
+    scored: list[Scored], candidates: Sequence[Candidate], config: RetrievalConfig
 ) -> list[Scored]:
     """Neighbours of a strong hit: what was written just before or after one of the first
     results (the question before its answer, the cause before its fix) is its context. A
