@@ -126,12 +126,23 @@ def _heading_parts(heading: str) -> tuple[int, str]:
     return (level or 2), stripped.lstrip("#").strip()
 
 
+def _lead(region: str) -> str:
+    """The file's own habit of a blank line (or none) under its headings, as ``region``, a
+    section's body, shows it."""
+    return "\n" if not region.strip() or region.startswith(("\n", "\r\n")) else ""
+
+
+def _heading_line(text: str) -> tuple[str, str]:
+    """A section's heading line, ending in a newline, and the rest of its text."""
+    line = text.splitlines(keepends=True)[0]
+    return (line if line.endswith("\n") else line + "\n"), text[len(line) :]
+
+
 def _splice(text: str, start: int, end: int, content: str) -> str:
     """Put ``content`` between ``start`` and ``end``, a blank line before what follows."""
     head = text[:start] if text[:start].endswith("\n") or not start else text[:start] + "\n"
     tail, region = text[end:], text[start:end]
-    # Keep the file's own habit of a blank line (or none) under its headings.
-    lead = "\n" if not region.strip() or region.startswith(("\n", "\r\n")) else ""
+    lead = _lead(region)
     middle = lead + content.strip("\n") + "\n" if content.strip() else ""
     return head + middle + ("\n" + tail if tail else "")
 
@@ -287,11 +298,8 @@ class Outline:
 
     def _splice_body(self, index: int, stop: int, content: str) -> None:
         """``_splice`` from the body of node ``index`` to the start of node ``stop``."""
-        node = self._nodes[index]
-        line = node.text.splitlines(keepends=True)[0]
-        region = node.text[len(line) :] + "".join(n.text for n in self._nodes[index + 1 : stop])
-        head = line if line.endswith("\n") else line + "\n"
-        lead = "\n" if not region.strip() or region.startswith(("\n", "\r\n")) else ""
+        head, body = _heading_line(self._nodes[index].text)
+        lead = _lead(body + "".join(n.text for n in self._nodes[index + 1 : stop]))
         middle = lead + content.strip("\n") + "\n" if content.strip() else ""
         self._put(index, stop, head + middle + ("\n" if stop < len(self._nodes) else ""))
 
@@ -326,8 +334,7 @@ class Outline:
         if index is None:
             self.replace_section(heading, entry)
             return
-        node = self._nodes[index]
-        own = node.text[len(node.text.splitlines(keepends=True)[0]) :].splitlines()
+        own = _heading_line(self._nodes[index].text)[1].splitlines()
         kept = "\n".join(line for line in own if not _PLACEHOLDER.match(line)).strip("\n")
         self._splice_body(index, index + 1, f"{kept}\n{entry}" if kept else entry)
 
@@ -347,11 +354,8 @@ class Outline:
             return
         if index is None:  # pragma: no cover - a section just added is always found
             raise AssertionError(f"section {heading!r} not found after adding it")
-        node = self._nodes[index]
-        line = node.text.splitlines(keepends=True)[0]
-        head = line if line.endswith("\n") else line + "\n"
-        own = node.text[len(line) :]
-        lead = "\n" if not own.strip() or own.startswith(("\n", "\r\n")) else ""
+        head, own = _heading_line(self._nodes[index].text)
+        lead = _lead(own)
         tail = _Tail(self._nodes, index + 1)
         kept: list[str] = []  # the section's own lines so far, placeholders dropped
         fence = ""  # the fence open after ``kept``
