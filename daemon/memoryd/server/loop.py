@@ -270,13 +270,8 @@ class Server:
             self._reply(envelope, request, "-", started)
             return
         op = _op(request)
-        cached = self._cached_reply(request)
-        if cached is not None:
-            self._send(envelope, cached)
-            self._log.info(
-                "request", op=op, project=request.project, ms=_ms(started), outcome="replayed"
-            )
-            return
+        # A retry of a request still in flight first (no store read for it), then of one
+        # answered already.
         request_id = unique_id(request)
         if request_id in self._reading:
             self._reading[request_id] = envelope
@@ -288,6 +283,13 @@ class Server:
             # the request is not run a second time (an LLM-routed bank change would be).
             parked.envelope = envelope
             self._log.info("request", op=op, project=request.project, outcome="rejoined")
+            return
+        cached = self._cached_reply(request)
+        if cached is not None:
+            self._send(envelope, cached)
+            self._log.info(
+                "request", op=op, project=request.project, ms=_ms(started), outcome="replayed"
+            )
             return
         self._dispatch(envelope, request, started)
 
