@@ -372,6 +372,55 @@ def test_file_affinity_lifts_the_entry_near_an_active_file(indexed) -> None:
     assert _first(index, store, "region cache keys", files=("src/cache/keys.py",)) == with_file
 
 
+def test_file_affinity_is_the_same_file_or_its_folder_however_many_files(tmp_path: Path) -> None:
+    # A document keeps where its files lie in three columns; one naming more places than that
+    # has its stored paths read instead: both ways, the same file or one in the same folder
+    # counts, another folder or a file at the top of the tree with another name does not.
+    many = [f"pkg{i}/mod.py" for i in range(6)] + ["src/cache/keys.py"]
+    files = {
+        "same file": ["src/cache/ttl.py"],
+        "same folder": ["docs/x.md", "src/cache/keys.py"],
+        "other folder": ["src/cached/keys.py", "src/cache/sub/keys.py"],
+        "top level": ["Makefile", "README.md"],
+        "many places": many,
+        "many elsewhere": [f"pkg{i}/mod.py" for i in range(7)],
+    }
+    store = SqliteStore(tmp_path / "memory.db")
+    entries = [
+        new_entry(
+            entry_id=f"{i:032x}",
+            content=f"Retry budget note {name}",
+            category="discovery",
+            status="confirmed",
+            now=NOW,
+            source=Source(kind="user"),
+            file_paths=paths,
+        )
+        for i, (name, paths) in enumerate(files.items())
+    ]
+    store.apply(EntriesImported(tuple(entries)), 1)
+    index = SearchIndex(tmp_path / "index")
+    index.sync(store)
+    try:
+        for active, expected in (
+            (("src/cache/ttl.py",), {"same file", "same folder", "many places"}),
+            (("README.md",), {"top level"}),
+            (("readme.md", "lib/other.py"), set()),
+        ):
+            hits = index.retrieve(
+                {"retry": 1.0}, scope="active", active_files=active, config=CFG, scan=50
+            )
+            matched = {
+                store.get(i).content.removeprefix("Retry budget note ")
+                for i, c in zip(hits.ids(hits.columns.refs), hits.candidates, strict=True)
+                if c.file_match
+            }
+            assert matched == expected, active
+    finally:
+        index.close()
+        store.close()
+
+
 candidates = st.lists(
     st.builds(
         cand,
@@ -503,10 +552,14 @@ def test_the_day_an_entry_was_written_is_searchable(tmp_path: Path) -> None:
 
 
 @given(candidates)
-def test_scorer_computes_score(cands) -> None:
-    # The pipeline's hot loop uses `scorer`; `score` is the factors' product as specified.
-    one = retrieval.scorer(NOW, CFG)
-    assert [one(c) for c in cands] == [retrieval.score(c, NOW, CFG) for c in cands]
+def test_scores_over_columns_are_the_score_of_each_candidate(cands) -> None:
+    # The pipeline scores columns in one comprehension; `score` is the factors' product as
+    # specified: the same floats, candidate by candidate (best BM25 first), and the candidates
+    # made back from the columns are the ones given.
+    columns = retrieval.Columns.of(cands)
+    ordered = sorted(cands, key=lambda c: c.bm25, reverse=True)
+    assert retrieval.scores(columns, NOW, CFG) == [retrieval.score(c, NOW, CFG) for c in ordered]
+    assert columns.candidates() == ordered
 
 
 def test_archived_hits_above_the_scan_leave_the_active_ones_found(tmp_path: Path) -> None:

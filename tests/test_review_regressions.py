@@ -272,6 +272,28 @@ def test_registry_keeps_only_recent_projects_open(tmp_path: Path) -> None:
         registry.close()
 
 
+def test_a_marker_made_or_removed_moves_the_project_root_at_once(tmp_path: Path) -> None:
+    # The registry keeps a folder's root between requests (a hook asks every prompt); a marker
+    # created below the root, or the root's own removed, is seen by the very next request.
+    from memoryd.background import BackgroundErrors
+    from memoryd.config import StorageSettings
+    from memoryd.core.errors import NoProject
+    from memoryd.registry import ProjectRegistry
+
+    registry = ProjectRegistry(tmp_path / "data", StorageSettings(), BackgroundErrors())
+    outer, inner = tmp_path / "repo", tmp_path / "repo" / "packages" / "api"
+    inner.mkdir(parents=True)
+    (outer / ".git").mkdir()
+    assert registry.root_for(str(inner)) == outer
+    (inner / ".memoryd").mkdir()
+    assert registry.root_for(str(inner)) == inner
+    (inner / ".memoryd").rmdir()
+    assert registry.root_for(str(inner)) == outer
+    (outer / ".git").rmdir()
+    with pytest.raises(NoProject):
+        registry.check_project(str(inner))
+
+
 def test_one_remember_prompt_is_one_entry(env: Env, daemon: Daemon) -> None:
     """The hook stores the remember: text when the prompt is sent; capture later reads the same
     prompt from the transcript. Both word it alike, so there is one entry, not two."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import hashlib
+import math
 import posixpath
 import shutil
 import time
@@ -34,7 +35,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, assert_never
+from typing import Any, Literal, assert_never
 
 import tantivy
 
@@ -43,14 +44,14 @@ from memoryd import memtrim
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.errors import Unavailable
-from memoryd.core.recall.retrieval import Candidate, RetrievalConfig
+from memoryd.core.recall.retrieval import Candidate, Columns, RetrievalConfig
 from memoryd.disk import write_failure_cause
 from memoryd.store.base import FINDING_PREFIX, Store
 from memoryd.worker import Worker
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 # What a search looks through: the active entries; those and the session findings not promoted
@@ -91,10 +92,19 @@ REBUILD_PAGE = 500
 CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
 STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
 KIND_CODES = {"entry": 0, "finding": 1}
-# A search asks the index for this share more hits than it scans, so that the ones of another
-# scope (archived entries, findings) can be dropped after it without a filter in the query (the
-# depth costs: ~1.5× the time at 1.5× the hits on 300,000 entries).
+# A search asks the index for this share more hits than its scope's share of the index holds,
+# so that the ones of another scope (archived entries, findings) can be dropped after it without
+# a filter in the query (the depth costs: ~1.5× the time at 1.5× the hits on 300,000 entries).
 SCOPE_SLACK = 0.1
+# A scope under this share of the index is searched with the filter at once: reading 4× as many
+# hits to keep a quarter of them costs more than scoring the scope's few matches.
+MIN_SCOPE_SHARE = 0.25
+NO_CANDIDATES = Columns([], [], [], [], [], [], [], [], [])
+# Where a document's files lie (``place_key``), one column each: a candidate's file affinity is
+# read from them (a fast field read per column), not from a search of the whole index for the
+# active files' folders (1.5 ms at 30,000 entries, most of it making its hits Python objects).
+PLACE_FIELDS = ("place_0", "place_1", "place_2")
+MANY_PLACES = -1  # a document naming more places than the columns hold: its paths are read
 
 
 def _analyzer() -> tantivy.TextAnalyzer:
@@ -126,8 +136,8 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("category")
     sb.add_text_field("when", index_option="freq")  # the day it was said: when_words
     # Exact paths and their directories, for file affinity.
-    sb.add_text_field("paths_exact", tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("dirs", tokenizer_name="raw", index_option="basic")
+    # Stored: the files of a document naming more places than its place columns hold.
+    sb.add_text_field("paths_exact", stored=True, tokenizer_name="raw", index_option="basic")
     # Scoring metadata as fast (columnar) fields: read for hundreds of hits without loading
     # stored documents.
     sb.add_integer_field("archived", indexed=True, fast=True)
@@ -138,6 +148,8 @@ def _schema() -> tantivy.Schema:
     sb.add_float_field("created_at", fast=True)
     sb.add_integer_field("access_count", fast=True)
     sb.add_integer_field("session_key", fast=True)
+    for field in PLACE_FIELDS:  # place_key of its files: file affinity read by fast field
+        sb.add_integer_field(field, fast=True)
     sb.add_integer_field("seq", stored=True)
     sb.add_integer_field("schema_version", stored=True)
     return sb.build()
@@ -167,6 +179,25 @@ def when_words(created_at: float) -> str:
 def directories(path: str) -> list[str]:
     parent = posixpath.dirname(path.replace("\\", "/").rstrip("/"))
     return [parent] if parent else []
+
+
+def place_key(path: str) -> int:
+    """A stable 62-bit number for where a file lies: its folder (``directories``), or the file
+    itself at the top of the tree. Two files share a place when one is the other or they
+    share a folder: what file affinity asks of a candidate and an active file."""
+    folders = directories(path)
+    place = "d:" + folders[0] if folders else "p:" + path.replace("\\", "/").rstrip("/")
+    digest = hashlib.blake2b(place.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 2) or 1
+
+
+def _places(file_paths: Sequence[str]) -> list[int]:
+    """The ``PLACE_FIELDS`` columns of a document: its first distinct places, 0 for none, and
+    ``MANY_PLACES`` last when it names more than they hold."""
+    keys = list(dict.fromkeys(place_key(path) for path in file_paths))
+    if len(keys) > len(PLACE_FIELDS):
+        return [*keys[: len(PLACE_FIELDS) - 1], MANY_PLACES]
+    return keys + [0] * (len(PLACE_FIELDS) - len(keys))
 
 
 def _doc(
@@ -203,19 +234,24 @@ def _doc(
         access_count=access_count,
         session_key=session_key(session_id),
     )
+    for field, key in zip(PLACE_FIELDS, _places(file_paths), strict=True):
+        doc.add_integer(field, key)
     for path in file_paths:
         doc.add_text("paths_exact", path)
-        for directory in directories(path):
-            doc.add_text("dirs", directory)
     return doc
 
 
 @dataclass
 class Hits:
-    """Candidates from one searcher; ``ids`` resolves chosen ones to entry ids."""
+    """Candidates from one searcher, as columns (``Columns``); ``ids`` resolves chosen ones to
+    entry ids."""
 
     searcher: tantivy.Searcher
-    candidates: list[Candidate]
+    columns: Columns
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self.columns.candidates()
 
     def ids(self, refs: Sequence[object]) -> list[str]:
         return [self.searcher.doc(ref)["id"][0] for ref in refs]  # type: ignore[arg-type]
@@ -273,6 +309,33 @@ def _let_go(writer: tantivy.IndexWriter) -> None:
         writer.wait_merging_threads()
     finally:
         memtrim.give_back()
+
+
+def _depth(searcher: tantivy.Searcher, scan: int, findings: bool) -> int | None:
+    """How many hits of the unfiltered query hold ``scan`` of the active scope: ``scan`` over the
+    scope's share of the index (archived entries, and findings unless they are in it, left
+    out; an aged project archives a third of what it learnt), plus ``SCOPE_SLACK``. None when
+    the share is under ``MIN_SCOPE_SHARE``. Deleted documents not merged away yet still count
+    (a little deeper than needed)."""
+    docs = searcher.num_docs
+    if not docs:
+        return None
+    out = searcher.doc_freq("archived", 1)
+    if not findings:
+        out += searcher.doc_freq("kind", "finding")
+    share = 1.0 - min(out, docs) / docs
+    if share < MIN_SCOPE_SHARE:
+        return None
+    return math.ceil(scan * (1.0 + SCOPE_SLACK) / share)
+
+
+def _column(
+    searcher: tantivy.Searcher, field: str, addrs: list[tantivy.DocAddress], missing: Any
+) -> list[Any]:
+    """A fast field's values for ``addrs``. Every document is written with all of them; one
+    missing all the same (None) reads as ``missing``."""
+    values: list[Any] = searcher.fast_field_values(field, addrs)
+    return [missing if v is None else v for v in values] if None in values else values
 
 
 class SearchIndex:
@@ -682,49 +745,25 @@ class SearchIndex:
                 self.finish_rebuild()
             searcher = self._index.searcher()
         if not terms:
-            return Hits(searcher, [])
+            return Hits(searcher, NO_CANDIDATES)
         archived, findings = _scope_filter(scope)
         loose = self._loose_terms(searcher, terms, config, config.top_k)
         hits = self._scoped(searcher, self._query(terms, loose, config), archived, findings, scan)
         addrs = [addr for _, addr in hits]
         if not addrs:
-            return Hits(searcher, [])
-        columns = {
-            name: searcher.fast_field_values(name, addrs)
-            for name in (
-                "category_code",
-                "status_code",
-                "updated_at",
-                "access_count",
-                "session_key",
-                "created_at",
-            )
-        }
-        near = self._near_files(searcher, active_files, scan) if active_files else set()
-        # Every document is written with all columns, so none of these values is missing.
-        cats, stats, times, counts, sessions = (
-            [int(v or 0) for v in columns["category_code"]],
-            [int(v or 0) for v in columns["status_code"]],
-            [float(v or 0.0) for v in columns["updated_at"]],
-            [int(v or 0) for v in columns["access_count"]],
-            columns["session_key"],
+            return Hits(searcher, NO_CANDIDATES)
+        columns = Columns(
+            refs=addrs,
+            bm25=[score for score, _ in hits],
+            category=_column(searcher, "category_code", addrs, 0),
+            status=_column(searcher, "status_code", addrs, 0),
+            updated_at=_column(searcher, "updated_at", addrs, 0.0),
+            created_at=_column(searcher, "created_at", addrs, 0.0),
+            access_count=_column(searcher, "access_count", addrs, 0),
+            session=_column(searcher, "session_key", addrs, 0),
+            file_match=self._file_match(searcher, addrs, active_files),
         )
-        written = [float(v or 0.0) for v in columns["created_at"]]
-        candidates = [
-            Candidate(
-                ref=addr,
-                bm25=float(score),
-                category=CATEGORIES[cats[i]],
-                status=STATUSES[stats[i]],
-                updated_at=times[i],
-                created_at=written[i],
-                access_count=counts[i],
-                session=str(sessions[i]) if sessions[i] else None,
-                file_match=(addr.segment_ord, addr.doc) in near,
-            )
-            for i, (score, addr) in enumerate(hits)
-        ]
-        return Hits(searcher, candidates)
+        return Hits(searcher, columns)
 
     def _loose_terms(
         self,
@@ -755,13 +794,14 @@ class SearchIndex:
         """The best ``scan`` hits of ``text`` in the scope, best first.
 
         A filter clause in the query makes tantivy score every match (no block-max pruning):
-        ~6× the time of the text alone on 300,000 entries. So the text is searched alone, a
-        little deeper than ``scan``, and the hits of another scope dropped after, by their
-        fast fields; the filtered query (the same scores) runs only when that left too few.
-        The archive, a small part of the index, is searched filtered at once."""
+        ~6× the time of the text alone on 300,000 entries. So the text is searched alone, as
+        much deeper than ``scan`` as the index holds documents of another scope (``_depth``),
+        and those are dropped after, by their fast fields; the filtered query (the same scores)
+        runs only when that left too few, or when the scope is a small part of the index (the
+        archive, usually)."""
         Q, Occur = tantivy.Query, tantivy.Occur
-        if not archived:
-            deeper = scan + max(1, int(scan * SCOPE_SLACK))
+        deeper = None if archived else _depth(searcher, scan, findings)
+        if deeper is not None:
             hits = searcher.search(text, deeper, count=False).hits
             addrs = [addr for _, addr in hits]
             gone = searcher.fast_field_values("archived", addrs) if addrs else []
@@ -818,19 +858,23 @@ class SearchIndex:
         exact = tantivy.Query.term_query(self._schema, "when", term)
         return tantivy.Query.boost_query(exact, config.date_boost * weight)
 
-    def _near_files(
-        self, searcher: tantivy.Searcher, files: Sequence[str], depth: int
-    ) -> set[tuple[int, int]]:
-        """Documents whose file path equals or shares a directory with an active file."""
-        Q, Occur = tantivy.Query, tantivy.Occur
-        clauses = []
-        for path in files:
-            clauses.append((Occur.Should, Q.term_query(self._schema, "paths_exact", path)))
-            for directory in directories(path):
-                clauses.append((Occur.Should, Q.term_query(self._schema, "dirs", directory)))
-        query = Q.boolean_query(clauses)
-        hits = searcher.search(query, max(depth * 4, 1000), count=False).hits
-        return {(addr.segment_ord, addr.doc) for _, addr in hits}
+    def _file_match(
+        self, searcher: tantivy.Searcher, addrs: list[tantivy.DocAddress], files: Sequence[str]
+    ) -> list[bool]:
+        """Whether each of ``addrs`` names a file at the place of an active one (the same file,
+        or one in its folder): read from its place columns, or, for the few naming more places
+        than they hold, from its stored paths."""
+        if not files:
+            return [False] * len(addrs)
+        active = {place_key(path) for path in files}
+        a, b, c = (_column(searcher, field, addrs, 0) for field in PLACE_FIELDS)
+        found = [x in active or y in active or z in active for x, y, z in zip(a, b, c, strict=True)]
+        if MANY_PLACES in c:
+            for i, many in enumerate(c):
+                if many == MANY_PLACES and not found[i]:
+                    paths = searcher.doc(addrs[i]).get_all("paths_exact")
+                    found[i] = any(place_key(str(path)) in active for path in paths)
+        return found
 
     def ids(self) -> list[str]:
         """The id of every document the index holds as last committed (its meta document left

@@ -462,7 +462,7 @@ class ProjectMemory:
         hits = self.index.retrieve(
             terms, scope="active", active_files=(), config=_CONFLICT_SCAN, scan=20
         )
-        ids = dict.fromkeys([*hits.ids([c.ref for c in hits.candidates]), *self._unindexed])
+        ids = dict.fromkeys([*hits.ids(hits.columns.refs), *self._unindexed])
         ids.pop(entry.id, None)
         self._unindexed.append(entry.id)
         # The index may not have published an archive yet (INDEX_MAY_LAG).

@@ -7,6 +7,7 @@ switches to a cheaper scan when retrieval gets slow.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -135,7 +136,7 @@ class Recall:
         )
         ranked = retrieval.rank(
             query,
-            hits.candidates,
+            hits.columns,
             now=now,
             config=config,
             reranker=self.reranker,
@@ -256,11 +257,12 @@ class Recall:
             )
             wanted = retrieval.query_terms(req.query)
             floor = self.config.inject_min_shared
-            return [
+            relevant = (
                 e
                 for e, _ in ranked
                 if isinstance(e, p.Entry) and e.id not in exclude and clears_floor(e, wanted, floor)
-            ][:limit]
+            )
+            return list(itertools.islice(relevant, limit))
         # No prompt yet (session start): what the project has learnt, confirmed entries first,
         # then the candidates promotion let in (shown with status="candidate"): a restart must
         # not leave the next session with nothing but episodes (issue 19).
@@ -310,10 +312,12 @@ def clears_floor(entry: p.Entry, wanted: Sequence[str], floor: int) -> bool:
     if not wanted:
         return True
     words = set(retrieval.keywords(" ".join((entry.content, *entry.tags, *entry.file_paths))))
-    shared = sum(
-        1 for w in wanted if any(x.startswith(w[:5]) or w.startswith(x[:5]) for x in words)
-    )
-    return shared >= min(floor, len(wanted))
+    needed, shared = min(floor, len(wanted)), 0
+    for w in wanted:
+        shared += any(x.startswith(w[:5]) or w.startswith(x[:5]) for x in words)
+        if shared >= needed:
+            return True
+    return False
 
 
 def _episode_item(ep: Episode) -> Item:

@@ -22,10 +22,32 @@ from memoryd.core.projects import PROJECT_MARKERS, find_root, slug
 from memoryd.project import ProjectMemory, describe_closed, recorded_root
 
 MAX_OPEN = 16
+# A folder's project root is kept this long, while no folder between it and the root changed
+# (a marker created or removed changes its folder's mtime): a hook asks every prompt, and the
+# walk up (realpath, then a marker check per folder) cost ~0.1 ms a request (issue 12). The
+# time bounds what a folder's mtime does not show (a symlink above it pointed elsewhere).
+ROOT_CACHE_S = 2.0
+ROOT_CACHE_SIZE = 256
 
 
 def _has_marker(directory: PurePath, marker: str) -> bool:
     return os.path.lexists(os.path.join(directory, marker))
+
+
+def _between(folder: Path, root: Path) -> tuple[str, ...]:
+    """``folder`` and each folder above it, up to ``root`` (one of them)."""
+    chain = [folder]
+    while chain[-1] != root and chain[-1].parent != chain[-1]:
+        chain.append(chain[-1].parent)
+    return tuple(map(str, chain))
+
+
+def _mtimes(folders: tuple[str, ...]) -> list[int]:
+    """The folders' mtimes; [] when one is gone."""
+    try:
+        return [os.stat(d).st_mtime_ns for d in folders]
+    except OSError:
+        return []
 
 
 def _unused(path: Path) -> Path:
@@ -56,22 +78,18 @@ class ProjectRegistry:
         # composition root.
         self.on_open: list[Callable[[ProjectMemory], None]] = []
         self._known: set[Path] | None = None  # roots ever held memory for, read once
+        # cwd → (until, its folder, the root a marker names, the folders from the one to the
+        # other, their mtimes): ``root_for``'s answers inside a project.
+        self._roots: dict[str, tuple[float, Path, Path, tuple[str, ...], list[int]]] = {}
 
     def root_for(self, cwd: str | None, *, named: bool = True) -> Path:
         """The project ``cwd`` belongs to: the nearest folder at or above it holding a project
         marker. A folder outside any project is a project of its own only when the user
         ``named`` it: a command run in ``/tmp``, ``/`` or the home folder, or a session there,
         must not create memory there."""
-        if not cwd:
-            raise BadRequest("the request names no project: send the client's working directory")
-        if "\x00" in cwd or not os.path.isabs(cwd):
-            raise BadRequest(f"project directory must be an absolute path, got {cwd!r}")
-        real = Path(os.path.realpath(cwd))
-        if not real.is_dir():
-            raise BadRequest(f"project directory {cwd} does not exist")
-        found = find_root(real, _has_marker)
+        real, found = self._resolve(cwd)
         if found is not None:
-            return Path(found)
+            return found
         if named:
             return real
         markers = ", ".join(f"{m}/" for m in PROJECT_MARKERS)
@@ -79,6 +97,31 @@ class ProjectRegistry:
             f"{real} is not inside a project (no {markers} in it or above it): run in a "
             f"repository, create {real}/.memoryd/ to make it one, or name it with --project"
         )
+
+    def _resolve(self, cwd: str | None) -> tuple[Path, Path | None]:
+        """``cwd``'s real folder and the root a marker at or above it names, if any. One inside
+        a project is kept (``ROOT_CACHE_S``); one outside is worked out again each time (a
+        marker created there is seen at once)."""
+        if not cwd:
+            raise BadRequest("the request names no project: send the client's working directory")
+        now = time.monotonic()
+        known = self._roots.get(cwd)
+        if known is not None and now < known[0] and _mtimes(known[3]) == known[4]:
+            return known[1], known[2]
+        if "\x00" in cwd or not os.path.isabs(cwd):
+            raise BadRequest(f"project directory must be an absolute path, got {cwd!r}")
+        real = Path(os.path.realpath(cwd))
+        if not real.is_dir():
+            raise BadRequest(f"project directory {cwd} does not exist")
+        marked = find_root(real, _has_marker)
+        if marked is None:
+            return real, None
+        found = Path(marked)
+        if len(self._roots) >= ROOT_CACHE_SIZE:
+            self._roots.clear()
+        folders = _between(real, found)
+        self._roots[cwd] = (now + ROOT_CACHE_S, real, found, folders, _mtimes(folders))
+        return real, found
 
     def check_project(self, cwd: str | None) -> None:
         """Refuse a folder outside any project that the user did not name."""
