@@ -198,6 +198,12 @@ def close() -> None:
             handler.close()
 
 
+def enabled(level: int = logging.INFO) -> bool:
+    """Whether a record of ``level`` would be written: the per-request line is skipped before
+    it costs a bound logger (~8 µs a request) when the level leaves it out."""
+    return logging.getLogger(_LOGGER).isEnabledFor(level)
+
+
 def get(**bound: Any) -> Any:
     """A lazy logger: it follows a later ``configure`` (SIGHUP) instead of keeping the old file."""
     return structlog.get_logger(**bound)

@@ -7,7 +7,6 @@ switches to a cheaper scan when retrieval gets slow.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -87,7 +86,11 @@ class Recall:
         files: Sequence[str],
         limit: int,
         threshold: float | None = None,
+        floor: int | None = None,
     ) -> list[tuple[p.Entry | SessionFinding, float]]:
+        """The ranked hits of ``query``; with a ``floor``, only the entries among them that
+        clear it (``clears_floor``): kept so in the result cache, a prompt sent again does not
+        read every hit's words again."""
         config = self.config
         top_k, scan = config.top_k, config.max_candidate_scan
         if self.slo.degraded:
@@ -104,11 +107,19 @@ class Recall:
             top_k,
             scan,
             project.index_lags,
+            floor,
         )
         cached = self._results.get(key, generation, now)
         if cached is not None:
             return list(cached)
         ranked = self._search(project, query, scope, files, limit, threshold, top_k, scan, now)
+        if floor is not None:
+            wanted = retrieval.query_terms(query)
+            ranked = [
+                (e, score)
+                for e, score in ranked
+                if isinstance(e, p.Entry) and clears_floor(e, wanted, floor)
+            ]
         self._results.put(key, generation, now, tuple(ranked))
         return ranked
 
@@ -253,16 +264,14 @@ class Recall:
         limit = self.config.inject_top_n
         if req.query.strip():
             ranked = self._ranked(
-                project, req.query, scope="active", files=req.files, limit=limit + len(exclude)
+                project,
+                req.query,
+                scope="active",
+                files=req.files,
+                limit=limit + len(exclude),
+                floor=self.config.inject_min_shared,
             )
-            wanted = retrieval.query_terms(req.query)
-            floor = self.config.inject_min_shared
-            relevant = (
-                e
-                for e, _ in ranked
-                if isinstance(e, p.Entry) and e.id not in exclude and clears_floor(e, wanted, floor)
-            )
-            return list(itertools.islice(relevant, limit))
+            return [e for e, _ in ranked if isinstance(e, p.Entry) and e.id not in exclude][:limit]
         # No prompt yet (session start): what the project has learnt, confirmed entries first,
         # then the candidates promotion let in (shown with status="candidate"): a restart must
         # not leave the next session with nothing but episodes (issue 19).

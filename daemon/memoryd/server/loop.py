@@ -18,7 +18,7 @@ import zmq
 
 from memctl import paths
 from memctl import protocol as p
-from memoryd import messages, runtime
+from memoryd import logs, messages, runtime
 from memoryd.core.errors import MemorydError
 from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
@@ -483,7 +483,8 @@ class Server:
         outcome = "ok" if isinstance(reply, p.Ok) else reply.code.value
         ms = _ms(started)
         self.context.health.record(time.time(), op, ms)
-        self._log.info("request", op=op, project=project, ms=ms, outcome=outcome)
+        if logs.enabled():
+            self._log.info("request", op=op, project=project, ms=ms, outcome=outcome)
         return encoded
 
     def _send(self, envelope: list[bytes], encoded: bytes) -> None:
