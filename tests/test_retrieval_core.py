@@ -12,6 +12,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from memctl.protocol import Source
+from memoryd import index as index_module
 from memoryd.core.entries import new_entry
 from memoryd.core.events import EntriesImported
 from memoryd.core.recall import conflicts, retrieval
@@ -562,9 +563,17 @@ def test_scores_over_columns_are_the_score_of_each_candidate(cands) -> None:
     assert columns.candidates() == ordered
 
 
-def test_archived_hits_above_the_scan_leave_the_active_ones_found(tmp_path: Path) -> None:
-    # Hits of another scope are dropped after the search, not by the query: when more than
-    # the slack of them outrank the active entries, the filtered query finds these still.
+@pytest.mark.parametrize("unfiltered", [False, True], ids=["filtered", "unfiltered first"])
+def test_archived_hits_above_the_scan_leave_the_active_ones_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unfiltered: bool
+) -> None:
+    # A large index is searched without the scope in the query and hits of another scope are
+    # dropped after (forced here on a small one): when more of them than the depth allowed for
+    # outrank the active entries, the filtered query finds these still. A small index, or a
+    # scope that is a small part of it, is searched filtered at once.
+    if unfiltered:
+        monkeypatch.setattr(index_module, "FILTERED_UP_TO", 0)
+        monkeypatch.setattr(index_module, "MIN_SCOPE_SHARE", 0.0)
     store = SqliteStore(tmp_path / "memory.db")
     index = SearchIndex(tmp_path / "index")
     try:
