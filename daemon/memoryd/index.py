@@ -139,8 +139,8 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("file_paths")
     sb.add_text_field("category")
     sb.add_text_field("when", index_option="freq")  # the day it was said: when_words
-    # Exact paths and their directories, for file affinity.
-    # Stored: the files of a document naming more places than its place columns hold.
+    # A document's files, stored: file affinity reads them for one naming more places than
+    # its place columns hold (``_file_match``).
     sb.add_text_field("paths_exact", stored=True, tokenizer_name="raw", index_option="basic")
     # Scoring metadata as fast (columnar) fields: read for hundreds of hits without loading
     # stored documents.
