@@ -15,7 +15,7 @@ from memctl.protocol import Source
 from memoryd import index as index_module
 from memoryd.core.entries import new_entry
 from memoryd.core.events import EntriesImported
-from memoryd.core.recall import conflicts, retrieval
+from memoryd.core.recall import conflicts, retrieval, slo
 from memoryd.core.recall.cache import ResultCache
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
 from memoryd.core.recall.slo import SloMonitor
@@ -550,6 +550,30 @@ def test_the_day_an_entry_was_written_is_searchable(tmp_path: Path) -> None:
     finally:
         index.close()
         store.close()
+
+
+@given(
+    # Thresholds themselves among the samples: at 300 the mode stays, at 200 it does not recover.
+    st.lists(st.one_of(st.sampled_from([200.0, 300.0]), st.floats(0, 1000)), max_size=300),
+    st.integers(min_value=1, max_value=50),
+)
+def test_slo_monitor_switches_exactly_when_the_window_p95_crosses(samples, window) -> None:
+    # The monitor counts samples past each threshold instead of sorting the window per search:
+    # its decisions are those of the p95 of the sorted window, sample by sample.
+    monitor = SloMonitor(window=window, degrade_above_ms=300, recover_below_ms=200, min_samples=3)
+    kept: list[float] = []
+    degraded = False
+    for latency in samples:
+        kept = [*kept, latency][-window:]
+        change = monitor.record(latency)
+        p95 = slo.percentile(sorted(kept), 0.95)
+        expected = None
+        if len(kept) >= 3 and not degraded and p95 > 300:
+            degraded, expected = True, slo.SloChanged(True, p95)
+        elif len(kept) >= 3 and degraded and p95 < 200:
+            degraded, expected = False, slo.SloChanged(False, p95)
+        assert change == expected
+        assert monitor.degraded is degraded
 
 
 @given(candidates)

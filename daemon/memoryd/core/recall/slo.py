@@ -43,20 +43,34 @@ class SloMonitor:
         self.recover_below_ms = recover_below_ms
         self.min_samples = min_samples
         self.degraded = False
+        self._above = 0  # samples in the window above degrade_above_ms
+        self._at_or_above_recover = 0  # ... at or above recover_below_ms
 
     def record(self, latency_ms: float) -> SloChanged | None:
-        """Add a sample; returns the change of mode it caused, if any."""
-        self._samples.append(latency_ms)
-        if len(self._samples) < self.min_samples:
+        """Add a sample; returns the change of mode it caused, if any. Whether p95 passed a
+        threshold is told by how many samples lie past it (counted as they come and go), the
+        window sorted only when the mode changes: this runs on every search."""
+        samples = self._samples
+        if len(samples) == samples.maxlen:
+            self._count(samples[0], -1)
+        samples.append(latency_ms)
+        self._count(latency_ms, 1)
+        n = len(samples)
+        if n < self.min_samples:
             return None
-        p95 = percentile(sorted(self._samples), 0.95)
-        if not self.degraded and p95 > self.degrade_above_ms:
+        # The p95 (nearest rank r) lies above T when more than n - r samples do.
+        beyond = n - max(1, math.ceil(0.95 * n))
+        if not self.degraded and self._above > beyond:
             self.degraded = True
-            return SloChanged(True, p95)
-        if self.degraded and p95 < self.recover_below_ms:
+            return SloChanged(True, percentile(sorted(samples), 0.95))
+        if self.degraded and self._at_or_above_recover <= beyond:
             self.degraded = False
-            return SloChanged(False, p95)
+            return SloChanged(False, percentile(sorted(samples), 0.95))
         return None
+
+    def _count(self, latency_ms: float, step: int) -> None:
+        self._above += step * (latency_ms > self.degrade_above_ms)
+        self._at_or_above_recover += step * (latency_ms >= self.recover_below_ms)
 
     def state(self) -> SloState:
         values = sorted(self._samples)
