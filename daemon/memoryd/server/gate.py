@@ -1,13 +1,19 @@
 """Connections refused, never an abort, when file descriptors run out (issue 10, problem 3).
 
 libzmq's ipc listener asserts (SIGABRT) when ``accept`` fails with EMFILE, and nothing in
-libzmq bounds how many connections a socket accepts. So the daemon bounds them itself: a thread
-reads the ROUTER's monitor (each connection accepted and each one gone) and, when the
-descriptors in use come within ``reserve`` of the soft limit, moves the socket file aside; new
-clients are refused there (the socket is not found: memctl says the daemon is not running and
-the hook answers nothing), connections already made keep being served. The file goes back once
-enough of them have closed. The reserve covers what is already past ``connect`` when the file
-moves (the listen backlog, ~100) and the daemon's own files (databases, index, transcripts)."""
+libzmq bounds how many connections a socket accepts. So the daemon bounds them itself: the owner
+thread reads the ROUTER's monitor (each connection accepted and each one gone) between messages
+and, when the descriptors in use come within ``reserve`` of the soft limit, moves the socket
+file aside; new clients are refused there (the socket is not found: memctl says the daemon is
+not running and the hook answers nothing), connections already made keep being served. The file
+goes back once enough of them have closed. The reserve covers what is already past ``connect``
+when the file moves (the listen backlog, ~100), the connections accepted while the owner thread
+was busy with one piece of work (≤ ~50 ms), and the daemon's own files (databases, index,
+transcripts).
+
+The monitor was read by a thread of its own: waking it twice a connection and handing it the
+GIL cost each request ~0.3-0.5 ms of its server time (issue 12); read here, an event costs a few
+µs and no thread switch."""
 
 from __future__ import annotations
 
@@ -61,9 +67,15 @@ def open_fds() -> int | None:
     return None
 
 
+# A drain that met this many events had a backlog: the monitor drops events past its queue's
+# high-water mark (1,000), so the count is taken from the system again.
+RESYNC_AFTER = 256
+
+
 class ConnectionGate:
     """Counts the ROUTER's connections and keeps its socket file reachable only while there are
-    descriptors to spare; also counts clients gone (``Server.close`` waits on them)."""
+    descriptors to spare; also counts clients gone (``Server.close`` waits on them). Owner
+    thread only: the loop polls ``monitor`` and calls ``drain``."""
 
     def __init__(self, router: zmq.Socket[Any]) -> None:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -76,15 +88,13 @@ class ConnectionGate:
         self.hidden = False
         self.refusals = 0  # times the file was moved aside
         self.disconnects = 0
-        self.changed = threading.Condition()
         self._in_use = open_fds() or 0
-        # MONITOR_STOPPED is sent only when asked for: it is what ends the thread.
-        self._monitor = router.get_monitor_socket(
+        # MONITOR_STOPPED is sent only when asked for: it says the monitor is off.
+        self.monitor = router.get_monitor_socket(
             zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_MONITOR_STOPPED
         )
         self._router = router
-        self._thread = threading.Thread(target=self._run, name="memoryd-gate", daemon=True)
-        self._thread.start()
+        self._stopped = False
 
     @property
     def _full_at(self) -> int:
@@ -98,30 +108,44 @@ class ConnectionGate:
         assert self.path is not None
         return self.path.with_name(self.path.name + ".full")
 
-    def _run(self) -> None:
-        while True:
+    def drain(self) -> None:
+        """Every event the monitor holds, handled."""
+        handled = 0
+        while not self._stopped:
             try:
-                event = parse_monitor_message(self._monitor.recv_multipart())
+                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
             except zmq.ZMQError:
                 return
-            kind = event["event"]
-            if kind == zmq.EVENT_MONITOR_STOPPED:
-                return
-            if kind == zmq.EVENT_ACCEPTED:
-                self._in_use += 1
-                if self.limit and self._in_use >= self._full_at:
-                    self._in_use = open_fds() or self._in_use
-                    if self._in_use >= self._full_at:
-                        self._refuse()
-            elif kind == zmq.EVENT_DISCONNECTED:
-                self._in_use -= 1
-                with self.changed:
-                    self.disconnects += 1
-                    self.changed.notify_all()
-                if self.hidden and self._in_use < self._open_at:
-                    self._in_use = open_fds() or self._in_use
-                    if self._in_use < self._open_at:
-                        self._accept_again()
+            self._handle(parse_monitor_message(frames)["event"])
+            handled += 1
+        if handled >= RESYNC_AFTER:
+            self._in_use = open_fds() or self._in_use
+            self._check()
+
+    def _handle(self, kind: int) -> None:
+        if kind == zmq.EVENT_MONITOR_STOPPED:
+            self._stopped = True
+        elif kind == zmq.EVENT_ACCEPTED:
+            self._in_use += 1
+            if self.limit and self._in_use >= self._full_at and not self.hidden:
+                self._in_use = open_fds() or self._in_use
+                self._check()
+        elif kind == zmq.EVENT_DISCONNECTED:
+            self._in_use -= 1
+            self.disconnects += 1
+            if self.hidden and self._in_use < self._open_at:
+                self._in_use = open_fds() or self._in_use
+                self._check()
+
+    def _check(self) -> None:
+        if not self.limit:
+            return
+        if self._in_use >= self._full_at:
+            self._refuse()
+        elif self.hidden and self._in_use < self._open_at:
+            self._accept_again()
 
     def _refuse(self) -> None:
         with self.lock:
@@ -147,19 +171,22 @@ class ConnectionGate:
 
     def wait_disconnects(self, since: int, count: int, deadline: float) -> None:
         """Until ``count`` clients have gone since the ``disconnects`` count was ``since``, or
-        the monotonic ``deadline``."""
-        with self.changed:
-            self.changed.wait_for(
-                lambda: self.disconnects >= since + count,
-                timeout=max(0.0, deadline - time.monotonic()),
-            )
+        the monotonic ``deadline``: the monitor read meanwhile."""
+        poller = zmq.Poller()
+        poller.register(self.monitor, zmq.POLLIN)
+        while True:
+            self.drain()
+            left = deadline - time.monotonic()
+            if self.disconnects >= since + count or left <= 0 or self._stopped:
+                return
+            poller.poll(max(1, int(left * 1000)))
 
     def stop(self) -> None:
         """The monitor off and the file back where clients (and the shutdown's unlink) find
         it."""
         with contextlib.suppress(zmq.ZMQError):
             self._router.disable_monitor()
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():  # never closed under the thread's recv (libzmq aborts)
-            self._monitor.close(linger=0)
+        self.drain()
+        self.monitor.close(linger=0)
+        self._stopped = True
         self._accept_again()

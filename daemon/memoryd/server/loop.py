@@ -82,8 +82,8 @@ class Server:
         self.mailbox = zctx.socket(zmq.PULL)
         self.mailbox.setsockopt(zmq.LINGER, 0)
         self.mailbox.bind(messages.INTERNAL_ENDPOINT)
-        # Watches the connections from the start: refuses new ones before descriptors run out
-        # and counts the clients gone.
+        # Watches the connections from the start (its monitor polled with the rest): refuses
+        # new ones before descriptors run out and counts the clients gone.
         self.gate = ConnectionGate(self.router)
         self._leaving_from: int | None = None  # the gate's disconnect count at a shutdown
         self._endpoint: str | None = None
@@ -145,12 +145,15 @@ class Server:
         poller.register(self.router, zmq.POLLIN)
         poller.register(self.mailbox, zmq.POLLIN)
         poller.register(self._sig_r.fileno(), zmq.POLLIN)
+        poller.register(self.gate.monitor, zmq.POLLIN)
         if self.readers is not None:
             poller.register(self.readers.fileno(), zmq.POLLIN)
         try:
             more_work = False
             while self.context.lifecycle.state is RunState.RUNNING:
                 ready = dict(poller.poll(0 if more_work else self._poll_timeout_ms()))
+                if self.gate.monitor in ready:
+                    self.gate.drain()
                 if self._sig_r.fileno() in ready:
                     self._drain_signals()
                 if self.readers is not None and self.readers.fileno() in ready:
