@@ -7,6 +7,12 @@ the socket (a memctl Client: a new DEALER per call, as a hook does), ``inject``/
 processes, daemon RSS (the most of any run; "restart" = a plain restart that served the latency
 phase), and time to serve after a restart. Progress on stderr, table on stdout.
 
+A project's opening starts a compaction run, and after this import (backdated up to a year) it
+archives most of the corpus (27,000 of 30,000): figures marked "compacting" are taken while it
+runs (right after a restart; the rebuild's throughput), the others once it has ended (server
+latency after a ``compact`` request waited for it; inject/s: the sweep's 8 clients, owner
+thread).
+
 Then ``inject``/s from 1, 2, 4 and 8 client processes with the reads served on the owner thread
 (``server.readers`` 0, the default) and by reader threads (2), the daemons taking turns for
 ``--rounds`` rounds: medians, and each one's ratio to the owner-thread figure of its own round.
@@ -56,7 +62,8 @@ QUIET = {"MEMORYD_LOGGING__FILE": "false", "MEMORYD_LOGGING__LEVEL": "warning"}
 LOGGED = {"MEMORYD_LOGGING__FILE": "true", "MEMORYD_LOGGING__LEVEL": "info"}
 COMMIT_S = {"MEMORYD_JOBS__INDEX_COMMIT_S": "5"}  # the product default (conftest uses 1 s)
 INJECT_P95_MS = {3_000: 2.0, 30_000: 5.0, 300_000: 10.0}
-MIN_INJECT_PER_S, MAX_RSS_MB, MAX_READY_S = 3_000.0, 80.0, 0.5
+MIN_INJECT_PER_S = {3_000: 3_000.0, 30_000: 1_500.0}  # from 8 clients (issue 12)
+MAX_RSS_MB, MAX_READY_S = 80.0, 0.5
 
 # --------------------------------------------------------------------------- synthetic corpus
 
@@ -364,20 +371,33 @@ def restart_ready(env: Env, search0: p.Search) -> tuple[float, float]:
         return hello_s, hello_s + timed(client, search0)
 
 
-def restart_phase(env: Env, search0: p.Search, queries: list) -> tuple[dict, dict]:
-    """Restarts for the ready times; on the last one, server-side latency from the log."""
+def restart_phase(env: Env, search0: p.Search, queries: list) -> tuple[dict, dict, dict]:
+    """Restarts for the ready times; on the last one, server-side latency from the log: right
+    away, while the compaction the project's opening starts runs (after the import it archives
+    most of the backdated corpus: 27,000 of 30,000), and again once that run has ended (a
+    ``compact`` request waits for it)."""
     ready = [restart_ready(env, search0) for _ in range(READY_RUNS - 1)]
+    log = env.state / "memoryd.log"
     with running(env, LOGGED | COMMIT_S) as (client, hello_s):
         ready.append((hello_s, hello_s + timed(client, search0)))
         latency(client, env, queries[:WARMUP])
-        call(client, p.Hello())  # every earlier request's log line is written by now
-        offset = (log := env.state / "memoryd.log").stat().st_size
-        latency(client, env, queries[WARMUP:])
-        row = {"rss_after_latency_mb": rss_mb(client)}  # its hello also flushes the log
-        server = server_ms(log, offset)
+        during = logged_latency(client, env, log, queries[WARMUP:])
+        row = {"rss_after_latency_mb": rss_mb(client)}
+        while not call(client, p.Compact(project=str(env.project)))["done"]:
+            progress("  the on-load compaction goes on")
+        steady = logged_latency(client, env, log, queries[WARMUP:])
     hello, first_search = zip(*ready, strict=True)
     row["ready_hello_s"], row["ready_search_s"] = map(statistics.median, (hello, first_search))
-    return row, server
+    return row, during, steady
+
+
+def logged_latency(client: Client, env: Env, log: Path, queries: list) -> dict[str, list[float]]:
+    """``latency`` of ``queries``, as the daemon logged it (server-side ms)."""
+    call(client, p.Hello())  # every earlier request's log line is written by now
+    offset = log.stat().st_size
+    latency(client, env, queries)
+    call(client, p.Hello())  # and this one's
+    return server_ms(log, offset)
 
 
 def sweep_phase(
@@ -428,7 +448,7 @@ def bench_size(
             shutil.rmtree(env.data / "projects" / slug / "index")
             served, socket = serve_phase(env, search0, queries, per_client)
             progress(f"{size:,}: {READY_RUNS} restarts for ready times; server-side latency")
-            restarted, server = restart_phase(env, search0, queries)
+            restarted, during, server = restart_phase(env, search0, queries)
         progress(f"{size:,}: inject/s by readers and clients, {sweep.rounds} rounds")
         rates = sweep_phase(env, search0, queries, per_client, sweep)
     finally:
@@ -439,9 +459,14 @@ def bench_size(
     row = {"entries": size, **row, **served, **restarted, "sweep": rates}
     row["rss_mb"] = max(v for k, v in row.items() if k.startswith("rss_after"))
     for op in ("inject", "search"):
-        if len(server[op]) != n_queries:
-            raise RuntimeError(f"{len(server[op])} {op} log lines for {n_queries} requests")
+        for logged in (server, during):
+            if len(logged[op]) != n_queries:
+                raise RuntimeError(f"{len(logged[op])} {op} log lines for {n_queries} requests")
         row[f"{op}_server"], row[f"{op}_socket"] = pcts(server[op]), pcts(socket[op])
+        row[f"{op}_server_during"] = pcts(during[op])
+    # Throughput once no on-load compaction runs: the sweep's 8 clients on the owner thread.
+    steady = rates.get(f"0/{CLIENTS}")
+    row["inject_per_s_steady"] = statistics.median(steady) if steady else None
     return row
 
 
@@ -453,15 +478,31 @@ def checks(rows: list[dict]) -> list[dict]:
     for r in rows:
         n, at_30k = r["entries"], r["entries"] == 30_000
         rules = [
-            (f"inject/s, {CLIENTS} clients", r["inject_per_s"], ">=", MIN_INJECT_PER_S),
+            (
+                f"inject/s, {CLIENTS} clients",
+                r["inject_per_s_steady"],
+                ">=",
+                MIN_INJECT_PER_S.get(n),
+            ),
+            (" ... during compaction", r["inject_per_s"], ">=", MIN_INJECT_PER_S.get(n)),
             ("server inject p95 ms", r["inject_server"]["p95"], "<=", INJECT_P95_MS.get(n)),
+            (
+                " ... during compaction",
+                r["inject_server_during"]["p95"],
+                "<=",
+                INJECT_P95_MS.get(n),
+            ),
             ("RSS MB", r["rss_mb"], "<=", MAX_RSS_MB if at_30k else None),
             ("ready (search) s", r["ready_search_s"], "<=", MAX_READY_S if at_30k else None),
         ]
-        for metric, value, op, target in (rule for rule in rules if rule[3] is not None):
+        for metric, value, op, target in (r for r in rules if None not in (r[1], r[3])):
             met = value >= target if op == ">=" else value <= target
             out.append(dict(size=n, metric=metric, value=value, op=op, target=target, met=met))
     return out
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def _ms(d: dict, keys: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
@@ -475,8 +516,10 @@ COLUMNS = (
     ("rebuild s", lambda r: f"{r['rebuild_s']:.2f}"),
     ("inject ms srv p50/p95/p99", lambda r: _ms(r["inject_server"])),
     ("search ms srv p50/p95/p99", lambda r: _ms(r["search_server"])),
+    ("inject ms srv, compacting", lambda r: _ms(r["inject_server_during"])),
     ("inject ms sock p50/p95", lambda r: _ms(r["inject_socket"], ("p50", "p95"))),
-    ("inject/s (8)", lambda r: f"{r['inject_per_s']:,.0f}"),
+    ("inject/s (8)", lambda r: _rate(r["inject_per_s_steady"])),
+    ("inject/s (8), compacting", lambda r: _rate(r["inject_per_s"])),
     ("RSS MB max/restart", lambda r: f"{r['rss_mb']:.0f}/{r['rss_after_latency_mb']:.0f}"),
     ("ready hello s", lambda r: f"{r['ready_hello_s']:.2f}"),
     ("ready search s", lambda r: f"{r['ready_search_s']:.2f}"),
