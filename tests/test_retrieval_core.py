@@ -374,7 +374,7 @@ def test_file_affinity_lifts_the_entry_near_an_active_file(indexed) -> None:
 
 
 def test_file_affinity_is_the_same_file_or_its_folder_however_many_files(tmp_path: Path) -> None:
-    # A document keeps where its files lie in three columns; one naming more places than that
+    # A document keeps where its files lie in four columns; one naming more places than that
     # has its stored paths read instead: both ways, the same file or one in the same folder
     # counts, another folder or a file at the top of the tree with another name does not.
     many = [f"pkg{i}/mod.py" for i in range(6)] + ["src/cache/keys.py"]
@@ -384,6 +384,7 @@ def test_file_affinity_is_the_same_file_or_its_folder_however_many_files(tmp_pat
         "other folder": ["src/cached/keys.py", "src/cache/sub/keys.py"],
         "top level": ["Makefile", "README.md"],
         "many places": many,
+        "four places": ["a/x.py", "b/x.py", "c/x.py", "src/cache/y.py"],
         "many elsewhere": [f"pkg{i}/mod.py" for i in range(7)],
     }
     store = SqliteStore(tmp_path / "memory.db")
@@ -404,7 +405,7 @@ def test_file_affinity_is_the_same_file_or_its_folder_however_many_files(tmp_pat
     index.sync(store)
     try:
         for active, expected in (
-            (("src/cache/ttl.py",), {"same file", "same folder", "many places"}),
+            (("src/cache/ttl.py",), {"same file", "same folder", "many places", "four places"}),
             (("README.md",), {"top level"}),
             (("readme.md", "lib/other.py"), set()),
         ):

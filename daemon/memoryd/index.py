@@ -107,7 +107,7 @@ NO_CANDIDATES = Columns([], [], [], [], [], [], [], [], [])
 # Where a document's files lie (``place_key``), one column each: a candidate's file affinity is
 # read from them (a fast field read per column), not from a search of the whole index for the
 # active files' folders (1.5 ms at 30,000 entries, most of it making its hits Python objects).
-PLACE_FIELDS = ("place_0", "place_1", "place_2")
+PLACE_FIELDS = ("place_0", "place_1", "place_2", "place_3")
 MANY_PLACES = -1  # a document naming more places than the columns hold: its paths are read
 
 
@@ -869,13 +869,17 @@ class SearchIndex:
         """Whether each of ``addrs`` names a file at the place of an active one (the same file,
         or one in its folder): read from its place columns, or, for the few naming more places
         than they hold, from its stored paths."""
+        found = [False] * len(addrs)
         if not files:
-            return [False] * len(addrs)
+            return found
         active = {place_key(path) for path in files}
-        a, b, c = (_column(searcher, field, addrs, 0) for field in PLACE_FIELDS)
-        found = [x in active or y in active or z in active for x, y, z in zip(a, b, c, strict=True)]
-        if MANY_PLACES in c:
-            for i, many in enumerate(c):
+        columns = [_column(searcher, field, addrs, 0) for field in PLACE_FIELDS]
+        for column in columns:
+            if not active.isdisjoint(column):  # most columns hold none of them: no pass at all
+                found = [hit or key in active for hit, key in zip(found, column, strict=True)]
+        last = columns[-1]
+        if MANY_PLACES in last:
+            for i, many in enumerate(last):
                 if many == MANY_PLACES and not found[i]:
                     paths = searcher.doc(addrs[i]).get_all("paths_exact")
                     found[i] = any(place_key(str(path)) in active for path in paths)
