@@ -506,7 +506,7 @@ def _log_file(settings: config.Settings) -> Path | None:
 
 
 def run(config_file: Path | None, overrides: dict[str, Any]) -> int:
-    memtrim.limit_arenas()  # before any thread starts (see memtrim)
+    memtrim.tune()  # glibc's malloc, before any thread starts (see memtrim)
     # Every file and directory the daemon makes for itself is private, as its unit's UMask makes
     # them; those it makes in a project say their mode (``atomic.make_repository_dir``).
     os.umask(atomic.PRIVATE_UMASK)

@@ -1,18 +1,25 @@
-"""Keep the C heap small (issue 12: RSS at 30,000 entries).
+"""Keep the C heap small (issue 12: RSS at 30,000 entries; ``bench/memory.py``).
 
-glibc gives a thread that allocates while another holds the lock of its arena an arena of its
-own, up to eight per core; freed memory stays in the arena that had it. tantivy starts a fresh
-indexing thread at every commit (and merge threads), so a compaction run, a commit every few
-hundred decisions, spread each writer's ~15 MB of indexing memory over a new arena each time:
-~250 MB resident at its peak, all of it freed memory (``bench/memory.py``). ``limit_arenas``,
-called before the daemon starts any thread, caps them at ``ARENAS`` (the main one and one for
-every other thread), so the next writer reuses what the last one freed: the peak fell to ~130 MB
-with no slower commit or search (a user's own ``MALLOC_ARENA_MAX`` is left as it is).
+Two habits of glibc's malloc kept memory the daemon had freed:
 
-``give_back`` (``malloc_trim(0)``) returns the free pages of every arena after big work: a
-daemon that imported 30,000 entries kept ~70 MB it no longer used. Elsewhere (macOS, musl) there
-is nothing to call and both do nothing: their allocators give memory back by themselves or not at
-all, and nothing depends on it.
+- It gives a thread that allocates while another holds the lock of its arena an arena of its
+  own, up to eight per core, and freed memory stays in the arena that had it. tantivy starts a
+  fresh indexing thread at every commit (and merge threads), so a compaction run, a commit every
+  few hundred decisions, spread each writer's ~15 MB of indexing memory over a new arena each
+  time: ~250 MB resident at the peak of the run after a 30,000-entry import. Capped at
+  ``ARENAS`` (the main one and one for every other thread), the next writer reuses what the last
+  one freed: ~130 MB.
+- Its mmap threshold rises to the largest block freed (up to 32 MB) and the trim threshold to
+  twice that, so tantivy's multi-MB buffers came from the heap and their pages were never given
+  back: ~40 MB more while a writer commits often. ``TRIM_THRESHOLD`` fixed (which fixes the mmap
+  threshold at its 128 KiB default too) returns them as they are freed: the peak fell to
+  ~105 MB, commits took no longer (``bench/memory.py``, ``bench/retrieval.py``).
+
+``tune`` sets both before the daemon starts a thread (a user's own ``MALLOC_ARENA_MAX`` or
+``MALLOC_TRIM_THRESHOLD_`` is left as it is). ``give_back`` (``malloc_trim(0)``) returns the free
+pages inside every arena after big work: a daemon that imported 30,000 entries kept ~70 MB it no
+longer used. Elsewhere (macOS, musl) there is nothing to call and both do nothing: their
+allocators give memory back by themselves or not at all, and nothing depends on it.
 """
 
 from __future__ import annotations
@@ -24,7 +31,12 @@ from collections.abc import Callable
 from typing import Any
 
 ARENAS = 2
-M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
+TRIM_THRESHOLD = 1 << 20
+# mallopt's parameter numbers (malloc.h), and the variable a user would set each with.
+_SETTINGS = (
+    (-8, "MALLOC_ARENA_MAX", ARENAS),  # M_ARENA_MAX
+    (-1, "MALLOC_TRIM_THRESHOLD_", TRIM_THRESHOLD),  # M_TRIM_THRESHOLD
+)
 
 _lock = threading.Lock()
 _trim: Callable[[int], int] | None = None
@@ -54,11 +66,9 @@ def _load() -> Callable[[int], int] | None:
     return trim  # type: ignore[no-any-return]
 
 
-def limit_arenas(arenas: int = ARENAS) -> bool:
-    """Cap glibc's malloc arenas at ``arenas``; whether it was set. Before any thread starts:
-    glibc counts the arenas it may make when it first needs more than eight."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False  # the user's own setting, which glibc read at start
+def tune() -> bool:
+    """Cap glibc's arenas and fix its trim threshold (see above); whether it could. Before any
+    thread starts: glibc counts the arenas it may make when it first needs more than eight."""
     mallopt = _glibc_call("mallopt")
     if mallopt is None:
         return False
@@ -66,7 +76,10 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
 
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_ARENA_MAX, arenas))
+    for param, variable, value in _SETTINGS:
+        if not os.environ.get(variable):  # else the user's own, which glibc read at start
+            mallopt(param, value)
+    return True
 
 
 def give_back() -> bool:
