@@ -17,7 +17,7 @@ import zmq
 
 from memctl import __version__, paths
 from memctl import protocol as p
-from memoryd import atomic, config, logs, messages, runtime
+from memoryd import atomic, config, logs, memtrim, messages, runtime
 from memoryd.background import BackgroundErrors
 from memoryd.banks.cache import BankCache
 from memoryd.banks.journal import BankJournal
@@ -506,6 +506,7 @@ def _log_file(settings: config.Settings) -> Path | None:
 
 
 def run(config_file: Path | None, overrides: dict[str, Any]) -> int:
+    memtrim.tune()  # glibc's malloc, before any thread starts (see memtrim)
     # Every file and directory the daemon makes for itself is private, as its unit's UMask makes
     # them; those it makes in a project say their mode (``atomic.make_repository_dir``).
     os.umask(atomic.PRIVATE_UMASK)

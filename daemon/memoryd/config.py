@@ -76,7 +76,10 @@ class StorageSettings(_Section):
     )
     audit_trim_to: int = Field(4000, ge=5, description="Audit events kept after a trim.")
     index_heap_mb: int = Field(
-        16, ge=4, le=1024, description="Memory for the search index writer, per project (MB)."
+        16,
+        ge=15,  # tantivy refuses a writer under 15 MB (then no index could be written at all)
+        le=1024,
+        description="Memory for the search index writer, per project (MB).",
     )
 
     @model_validator(mode="after")
