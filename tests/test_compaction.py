@@ -14,6 +14,7 @@ import pytest
 from conftest import Env, memctl, ok_json, until
 from memctl import protocol as p
 from memoryd.background import BackgroundErrors
+from memoryd.compactor import ACCESS_RUN_SHARE, EVERY_ACCESSES, Compactor
 from memoryd.config import StorageSettings
 from memoryd.core.compaction import DEFAULT_POLICY, CompactionPlan, plan_compaction
 from memoryd.core.recall.retrieval import RetrievalConfig
@@ -146,6 +147,49 @@ def planned(tmp_path: Path) -> Iterator[tuple[ProjectMemory, Recall, CompactionP
         plan = plan_compaction(project.entries_after("", 100), time.time() + 200 * DAY)
         assert len(plan.expired) == 5
         yield project, recall, plan, kept
+    finally:
+        project.close()
+
+
+class _Ticks:
+    """A monotonic clock the test moves: a millisecond a reading, or set."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+def test_a_run_the_accesses_ask_for_waits_out_fifty_times_the_last_ones_work(
+    tmp_path: Path,
+) -> None:
+    # Design §8: a run after every 50 injected entries. Under 8 clients that was a run every
+    # 10 injects (a third of the owner thread, the result cache voided by each): such a run now
+    # waits until the project's last one has been over for ACCESS_RUN_SHARE times its work.
+    root = tmp_path / "repo"
+    root.mkdir()
+    project = ProjectMemory(root, tmp_path / "data", StorageSettings(), BackgroundErrors())
+    ticks = _Ticks()
+    compactor = Compactor(lambda: [project], monotonic=ticks)
+    try:
+        project.remember(p.Remember(content="the parser reads the lexer table"))
+        run = compactor.request(project)
+        deadline = time.monotonic() + 30
+        while not run.done() and time.monotonic() < deadline:  # its commits end on their thread
+            compactor.step()
+        assert run.done() and run.ended_at is not None and run.worked_s > 0
+        project.accesses_since_compaction = EVERY_ACCESSES - 1
+        compactor.step()
+        assert not compactor.pending()  # too few accesses
+        project.accesses_since_compaction = EVERY_ACCESSES
+        compactor.step()
+        assert not compactor.pending()  # the last run's share of time not waited out yet
+        assert project.accesses_since_compaction == EVERY_ACCESSES
+        ticks.now = run.ended_at + run.worked_s * ACCESS_RUN_SHARE
+        compactor.step()  # queued, and its first step begins by counting accesses afresh
+        assert compactor.pending() and project.accesses_since_compaction == 0
     finally:
         project.close()
 

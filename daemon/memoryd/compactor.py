@@ -67,6 +67,7 @@ class CompactionRun:
         policy: CompactionPolicy,
         *,
         dry_run: bool,
+        monotonic: Callable[[], float] = time.monotonic,
         slice_size: int = PAGE_SIZE,
         batch_size: int = APPLY_BATCH,
     ) -> None:
@@ -75,8 +76,9 @@ class CompactionRun:
         self.result: p.CompactResult | None = None
         self.waiting = False  # on a commit of the index: nothing to do until it ends
         self.worked_s = 0.0  # time its steps took (the loop serves clients between them)
-        self.ended_at: float | None = None  # time.monotonic() when it was done
+        self.ended_at: float | None = None  # ``monotonic()`` when it was done
         self._clock = clock
+        self._monotonic = monotonic
         self._policy = policy
         self._slice_size = slice_size
         self._batch_size = batch_size
@@ -89,11 +91,11 @@ class CompactionRun:
         """Take one step; True once the run is done. ``waiting`` says whether the next one has
         work to do before the index's commit in the background ends."""
         if self.result is None:
-            started = time.monotonic()
+            started = self._monotonic()
             self.waiting = next(self._steps, False)
-            self.worked_s += time.monotonic() - started
+            self.worked_s += self._monotonic() - started
             if self.result is not None:
-                self.ended_at = time.monotonic()
+                self.ended_at = self._monotonic()
         return self.result is not None
 
     def _pages(self) -> Iterator[p.Entry]:
@@ -199,11 +201,13 @@ class Compactor:
         policy: CompactionPolicy = DEFAULT_POLICY,
         every_accesses: int = EVERY_ACCESSES,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._opened = opened
         self.policy = policy
         self.every_accesses = every_accesses
         self._clock = clock
+        self._monotonic = monotonic
         self._runs: deque[CompactionRun] = deque()
         self._last: dict[str, CompactionRun] = {}  # each project's last real run, by slug
         # The run of each client request waiting for one (keyed by the request object, held so
@@ -216,7 +220,9 @@ class Compactor:
             for run in self._runs:
                 if run.project is project and not run.dry_run:
                     return run
-        run = CompactionRun(project, self._clock, self.policy, dry_run=dry_run)
+        run = CompactionRun(
+            project, self._clock, self.policy, dry_run=dry_run, monotonic=self._monotonic
+        )
         self._runs.append(run)
         if not dry_run:
             self._last[project.slug] = run
@@ -231,7 +237,7 @@ class Compactor:
             return True
         if last.ended_at is None:  # queued or under way: it counts these accesses already
             return False
-        return time.monotonic() - last.ended_at >= last.worked_s * ACCESS_RUN_SHARE
+        return self._monotonic() - last.ended_at >= last.worked_s * ACCESS_RUN_SHARE
 
     def on_open(self, project: ProjectMemory) -> None:
         """A project opened: compact it (design §8, on load), unless it holds nothing yet (what
