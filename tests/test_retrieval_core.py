@@ -389,15 +389,7 @@ def test_file_affinity_is_the_same_file_or_its_folder_however_many_files(tmp_pat
     }
     store = SqliteStore(tmp_path / "memory.db")
     entries = [
-        new_entry(
-            entry_id=f"{i:032x}",
-            content=f"Retry budget note {name}",
-            category="discovery",
-            status="confirmed",
-            now=NOW,
-            source=Source(kind="user"),
-            file_paths=paths,
-        )
+        _entry(i, f"Retry budget note {name}", "discovery", tuple(paths))
         for i, (name, paths) in enumerate(files.items())
     ]
     store.apply(EntriesImported(tuple(entries)), 1)

@@ -42,9 +42,14 @@ import tantivy
 from memctl.protocol import Category, Entry, Status
 from memoryd import memtrim
 from memoryd.core.capture.findings import SessionFinding
-from memoryd.core.entries import CATEGORIES, STATUSES
 from memoryd.core.errors import Unavailable
-from memoryd.core.recall.retrieval import Candidate, Columns, RetrievalConfig
+from memoryd.core.recall.retrieval import (
+    CATEGORY_CODES,
+    STATUS_CODES,
+    Candidate,
+    Columns,
+    RetrievalConfig,
+)
 from memoryd.disk import write_failure_cause
 from memoryd.store.base import FINDING_PREFIX, Store
 from memoryd.worker import Worker
@@ -89,8 +94,6 @@ LOOSE_MATCH_BOOST = 2.0
 REBUILD_ABOVE = 20_000
 # Entries a rebuild step writes: some 40 ms of the owner thread (30,000 entries rebuild in ~2.3 s).
 REBUILD_PAGE = 500
-CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
-STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
 KIND_CODES = {"entry": 0, "finding": 1}
 # A search asks the index for this share more hits than its scope's share of the index holds,
 # so that the ones of another scope (archived entries, findings) can be dropped after it without

@@ -11,6 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path, PurePath
+from typing import NamedTuple
 
 import msgspec
 
@@ -32,6 +33,17 @@ ROOT_CACHE_SIZE = 256
 
 def _has_marker(directory: PurePath, marker: str) -> bool:
     return os.path.lexists(os.path.join(directory, marker))
+
+
+class _KnownRoot(NamedTuple):
+    """A folder's project root as last worked out: kept until ``until`` (monotonic) while the
+    folders from the one to the other keep their ``mtimes``."""
+
+    until: float
+    real: Path
+    root: Path
+    folders: tuple[str, ...]
+    mtimes: list[int]
 
 
 def _between(folder: Path, root: Path) -> tuple[str, ...]:
@@ -78,9 +90,7 @@ class ProjectRegistry:
         # composition root.
         self.on_open: list[Callable[[ProjectMemory], None]] = []
         self._known: set[Path] | None = None  # roots ever held memory for, read once
-        # cwd → (until, its folder, the root a marker names, the folders from the one to the
-        # other, their mtimes): ``root_for``'s answers inside a project.
-        self._roots: dict[str, tuple[float, Path, Path, tuple[str, ...], list[int]]] = {}
+        self._roots: dict[str, _KnownRoot] = {}  # by cwd: ``root_for``'s answers in a project
 
     def root_for(self, cwd: str | None, *, named: bool = True) -> Path:
         """The project ``cwd`` belongs to: the nearest folder at or above it holding a project
@@ -106,8 +116,8 @@ class ProjectRegistry:
             raise BadRequest("the request names no project: send the client's working directory")
         now = time.monotonic()
         known = self._roots.get(cwd)
-        if known is not None and now < known[0] and _mtimes(known[3]) == known[4]:
-            return known[1], known[2]
+        if known is not None and now < known.until and _mtimes(known.folders) == known.mtimes:
+            return known.real, known.root
         if "\x00" in cwd or not os.path.isabs(cwd):
             raise BadRequest(f"project directory must be an absolute path, got {cwd!r}")
         real = Path(os.path.realpath(cwd))
@@ -120,7 +130,7 @@ class ProjectRegistry:
         if len(self._roots) >= ROOT_CACHE_SIZE:
             self._roots.clear()
         folders = _between(real, found)
-        self._roots[cwd] = (now + ROOT_CACHE_S, real, found, folders, _mtimes(folders))
+        self._roots[cwd] = _KnownRoot(now + ROOT_CACHE_S, real, found, folders, _mtimes(folders))
         return real, found
 
     def check_project(self, cwd: str | None) -> None:

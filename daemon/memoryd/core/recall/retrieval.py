@@ -87,8 +87,9 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float = 0.0
 
 
-_CATEGORY_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
-_STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
+# The codes a category and a status have in ``Columns`` (and in the index's fast fields).
+CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
+STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +132,8 @@ class Columns:
         return cls(
             refs=[c.ref for c in ordered],
             bm25=[c.bm25 for c in ordered],
-            category=[_CATEGORY_INDEX[c.category] for c in ordered],
-            status=[_STATUS_INDEX[c.status] for c in ordered],
+            category=[CATEGORY_CODES[c.category] for c in ordered],
+            status=[STATUS_CODES[c.status] for c in ordered],
             updated_at=[c.updated_at for c in ordered],
             created_at=[c.created_at for c in ordered],
             access_count=[c.access_count for c in ordered],
