@@ -3,6 +3,7 @@ and BM25 ranking on small hand-made corpora through the real tantivy index."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -13,13 +14,14 @@ from hypothesis import strategies as st
 
 from memctl.protocol import Source
 from memoryd import index as index_module
+from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import new_entry
-from memoryd.core.events import EntriesImported
+from memoryd.core.events import EntriesImported, FindingsRecorded, SessionInfo
 from memoryd.core.recall import conflicts, retrieval, slo
 from memoryd.core.recall.cache import ResultCache
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
 from memoryd.core.recall.slo import SloMonitor
-from memoryd.index import SearchIndex, when_words
+from memoryd.index import SearchIndex, SearchScope, when_words
 from memoryd.store.sqlite import SqliteStore
 
 DAY = 86_400.0
@@ -580,14 +582,30 @@ def test_scores_over_columns_are_the_score_of_each_candidate(cands) -> None:
     assert columns.candidates() == ordered
 
 
+def _queue_finding(n: int) -> SessionFinding:
+    return SessionFinding(
+        id=f"finding-{n}",
+        fingerprint=f"fp-{n}",
+        content="queue queue queue drains",
+        category="discovery",
+        importance=0.6,
+        confidence=0.8,
+        rule_id="rule",
+        agent="claude",
+        session_id="s1",
+        offset=n,
+    )
+
+
 @pytest.mark.parametrize("unfiltered", [False, True], ids=["filtered", "unfiltered first"])
-def test_archived_hits_above_the_scan_leave_the_active_ones_found(
+def test_hits_of_another_scope_above_the_scan_leave_the_scope_found(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unfiltered: bool
 ) -> None:
-    # A large index is searched without the scope in the query and hits of another scope are
-    # dropped after (forced here on a small one): when more of them than the depth allowed for
-    # outrank the active entries, the filtered query finds these still. A small index, or a
-    # scope that is a small part of it, is searched filtered at once.
+    # Archived entries' words are in fields of their own: an active search never meets them.
+    # Findings share the active fields: a search for entries alone on a large index runs
+    # without the filter and drops them after (forced here on a small one); when more of them
+    # than the depth allowed for outrank the entries, the filtered query finds these still. A
+    # promoted finding is in no scope.
     if unfiltered:
         monkeypatch.setattr(index_module, "FILTERED_UP_TO", 0)
         monkeypatch.setattr(index_module, "MIN_SCOPE_SHARE", 0.0)
@@ -599,18 +617,45 @@ def test_archived_hits_above_the_scan_leave_the_active_ones_found(
             for i in range(12)
         )
         active = (_entry(100, "the queue worker drains jobs"), _entry(101, "a queue of jobs"))
-        store.apply(EntriesImported((*archived, *active)), 1)
-        index.sync(store)
-        for scan in (1, 2, 40):
-            hits = index.retrieve(
-                {"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=scan
-            )
-            found = hits.ids([c.ref for c in hits.candidates])
-            assert set(found) <= {e.id for e in active} and len(found) == min(scan, 2), scan
-        hits = index.retrieve(
-            {"queue": 1.0}, scope="archived", active_files=(), config=CFG, scan=40
+        findings = tuple(_queue_finding(n) for n in range(12))
+        info = SessionInfo(
+            id="s1",
+            agent="claude",
+            transcript_path="/t/s1.jsonl",
+            transcript_inode=1,
+            transcript_offset=0,
+            created_at=1.0,
         )
-        assert sorted(hits.ids([c.ref for c in hits.candidates])) == [e.id for e in archived]
+        store.apply(EntriesImported((*archived, *active)), 1)
+        store.apply(FindingsRecorded(info, findings), 2)
+        index.sync(store)
+
+        def found(scope: SearchScope, scan: int) -> list[str]:
+            config, terms = CFG, {"queue": 1.0}
+            hits = index.retrieve(terms, scope=scope, active_files=(), config=config, scan=scan)
+            return hits.ids([c.ref for c in hits.candidates])
+
+        for scan in (1, 2, 40):
+            assert set(found("active", scan)) <= {e.id for e in active}, scan
+            assert len(found("active", scan)) == min(scan, 2), scan
+        in_findings = found("active_and_findings", 40)
+        assert sorted(in_findings) == sorted(
+            [e.id for e in active] + [f"f:{f.id}" for f in findings]
+        )
+        assert in_findings[0].startswith("f:")  # "queue" thrice: they outrank the entries
+        assert sorted(found("archived", 40)) == [e.id for e in archived]
+    finally:
+        index.close()
+    # Promoted, a finding is in no scope (its entry stands for it): as a rebuild indexes it.
+    with store._conn:
+        promoted = "UPDATE findings SET promoted_entry_id=? WHERE id='finding-0'"
+        store._conn.execute(promoted, (active[0].id,))
+    shutil.rmtree(tmp_path / "index")
+    index = SearchIndex(tmp_path / "index")
+    try:
+        index.sync(store)
+        assert "f:finding-0" not in found("active_and_findings", 40) + found("archived", 40)
+        assert len(found("active_and_findings", 40)) == len(in_findings) - 1
     finally:
         index.close()
         store.close()

@@ -56,7 +56,7 @@ from memoryd.worker import Worker
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 # What a search looks through: the active entries; those and the session findings not promoted
@@ -64,15 +64,16 @@ SCHEMA_VERSION = 6
 SearchScope = Literal["active", "active_and_findings", "archived"]
 
 
-def _scope_filter(scope: SearchScope) -> tuple[bool, bool]:
-    """(archived documents, findings included) for a scope."""
+def _scope_fields(scope: SearchScope) -> tuple[str, bool]:
+    """(the prefix of the scope's text fields, whether the findings among them are kept) for a
+    scope."""
     match scope:
         case "active":
-            return False, False
+            return "", False
         case "active_and_findings":
-            return False, True
+            return "", True
         case "archived":
-            return True, False
+            return ARCHIVED, True  # no finding is searchable there (``_doc``)
         case _:
             assert_never(scope)
 
@@ -95,15 +96,27 @@ REBUILD_ABOVE = 20_000
 # Entries a rebuild step writes: some 40 ms of the owner thread (30,000 entries rebuild in ~2.3 s).
 REBUILD_PAGE = 500
 KIND_CODES = {"entry": 0, "finding": 1}
-# A search asks the index for this share more hits than its scope's share of the index holds,
-# so that the ones of another scope (archived entries, findings) can be dropped after it without
-# a filter in the query (the depth costs: ~1.5× the time at 1.5× the hits on 300,000 entries).
+# A document's words go in the text fields of its scope: the active ones (active entries and
+# findings not promoted yet) or those named with this prefix (archived entries). A search reads
+# its scope's fields only, so it never scores another scope's matches: a filter clause instead
+# made tantivy score every match of the query (no block-max pruning), and an aged project holds
+# mostly archived entries (3.4 of 5.9 ms a search at 300,000 entries, 97 % archived).
+ARCHIVED = "archived_"
+TEXT_FIELDS = ("content", "content_raw", "tags", "file_paths", "category", "when")
+# The other scope's fields get as many of this token as the document's own fields hold words:
+# BM25 divides a field's length by its average over every document of the index, so each
+# document still counts its length in both scopes, as when both shared one set of fields. A
+# query never holds it (``retrieval.keywords`` drops one-letter words).
+PAD = "0"
+# A search for active entries only asks the index for this share more hits than they are of
+# the active fields' documents, so that the findings can be dropped after it without a filter in
+# the query (the depth costs: ~1.5× the time at 1.5× the hits on 300,000 entries).
 SCOPE_SLACK = 0.1
-# A scope under this share of the index is searched with the filter at once: reading 4× as many
-# hits to keep a quarter of them costs more than scoring the scope's few matches.
+# Entries under this share of the active documents are searched with the filter at once: reading
+# 4× as many hits to keep a quarter of them costs more than scoring their few matches.
 MIN_SCOPE_SHARE = 0.25
-# An index this small is searched with the filter at once too: scoring every match costs less
-# there than reading the deeper hits' scope (3,000 entries: 0.28 vs 0.41 ms; 30,000: even;
+# Active documents this few are searched with the filter at once too: scoring every match costs
+# less there than reading the deeper hits' kind (3,000 entries: 0.28 vs 0.41 ms; 30,000: even;
 # 300,000: 5.3 vs 2.6 ms, where pruning pays).
 FILTERED_UP_TO = 50_000
 NO_CANDIDATES = Columns([], [], [], [], [], [], [], [], [])
@@ -136,12 +149,14 @@ def _schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("id", stored=True, tokenizer_name="raw")
     sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")  # entry | finding
-    sb.add_text_field("content", tokenizer_name=ANALYZER)
-    sb.add_text_field("content_raw", index_option="basic")  # unstemmed words, for loose matches
-    sb.add_text_field("tags", tokenizer_name=ANALYZER)
-    sb.add_text_field("file_paths")
-    sb.add_text_field("category")
-    sb.add_text_field("when", index_option="freq")  # the day it was said: when_words
+    for scope in ("", ARCHIVED):  # TEXT_FIELDS, once for each scope
+        sb.add_text_field(scope + "content", tokenizer_name=ANALYZER)
+        # unstemmed words, for loose matches
+        sb.add_text_field(scope + "content_raw", index_option="basic")
+        sb.add_text_field(scope + "tags", tokenizer_name=ANALYZER)
+        sb.add_text_field(scope + "file_paths")
+        sb.add_text_field(scope + "category")
+        sb.add_text_field(scope + "when", index_option="freq")  # the day it was said
     # A document's files, stored: file affinity reads them for one naming more places than
     # its place columns hold (``_file_match``).
     sb.add_text_field("paths_exact", stored=True, tokenizer_name="raw", index_option="basic")
@@ -221,18 +236,14 @@ def _doc(
     access_count: int,
     session_id: str | None,
     created_at: float = 0.0,
+    searchable: bool = True,
 ) -> tantivy.Document:
-    """One searchable document: text fields for BM25 and the metadata columns scoring reads."""
+    """One document: its words in its scope's text fields (``ARCHIVED``), or in none when it is
+    not ``searchable``, and the metadata columns scoring reads."""
     doc = tantivy.Document(
         id=doc_id,
         kind=kind,
         kind_code=KIND_CODES[kind],
-        content=content,
-        content_raw=content,
-        tags=" ".join(tags),
-        file_paths=" ".join(file_paths),
-        category=category.replace("_", " "),
-        when=when_words(created_at),
         created_at=float(created_at),
         archived=int(archived),
         category_code=CATEGORY_CODES[category],
@@ -241,6 +252,23 @@ def _doc(
         access_count=access_count,
         session_key=session_key(session_id),
     )
+    texts = {
+        "content": content,
+        "tags": " ".join(tags),
+        "file_paths": " ".join(file_paths),
+        "category": category.replace("_", " "),
+        "when": when_words(created_at),
+    }
+    own, other = (ARCHIVED, "") if archived else ("", ARCHIVED)
+    padded = (other,) if searchable else (own, other)
+    for field, text in texts.items():
+        if searchable:
+            doc.add_text(own + field, text)
+        if length := len(_STEMMER.analyze(text)) if text else 0:
+            for scope in padded:
+                doc.add_text(scope + field, " ".join([PAD] * length))
+    if searchable:  # loose matches score flat: no length to keep
+        doc.add_text(own + "content_raw", content)
     for field, key in zip(PLACE_FIELDS, _places(file_paths), strict=True):
         doc.add_integer(field, key)
     for path in file_paths:
@@ -318,20 +346,16 @@ def _let_go(writer: tantivy.IndexWriter) -> None:
         memtrim.give_back()
 
 
-def _depth(searcher: tantivy.Searcher, scan: int, findings: bool) -> int | None:
-    """How many hits of the unfiltered query hold ``scan`` of the active scope: ``scan`` over the
-    scope's share of the index (archived entries, and findings unless they are in it, left
-    out; an aged project archives a third of what it learnt), plus ``SCOPE_SLACK``. None when
-    the share is under ``MIN_SCOPE_SHARE``, or the index holds at most ``FILTERED_UP_TO``
-    documents. Deleted documents not merged away yet still count (a little deeper than
-    needed)."""
-    docs = searcher.num_docs
-    if docs <= FILTERED_UP_TO:
+def _depth(searcher: tantivy.Searcher, scan: int) -> int | None:
+    """How many hits of the text alone hold ``scan`` active entries: ``scan`` over their share of
+    the active fields' documents (the findings not promoted yet left out), plus
+    ``SCOPE_SLACK``. None when the share is under ``MIN_SCOPE_SHARE``, or the active fields
+    hold at most ``FILTERED_UP_TO`` documents. Deleted documents not merged away yet, and
+    promoted findings, count among the findings (a little deeper than needed)."""
+    active = searcher.num_docs - searcher.doc_freq("archived", 1)
+    if active <= FILTERED_UP_TO:
         return None
-    out = searcher.doc_freq("archived", 1)
-    if not findings:
-        out += searcher.doc_freq("kind", "finding")
-    share = 1.0 - min(out, docs) / docs
+    share = 1.0 - min(searcher.doc_freq("kind", "finding"), active) / active
     if share < MIN_SCOPE_SHARE:
         return None
     return math.ceil(scan * (1.0 + SCOPE_SLACK) / share)
@@ -398,7 +422,8 @@ class SearchIndex:
 
     def _finding_document(self, f: SessionFinding, promoted: bool) -> tantivy.Document:
         """A finding of session memory, searchable before promotion; once promoted, its entry
-        stands for it and the finding drops out of searches (indexed as archived)."""
+        stands for it and the finding drops out of searches (indexed as archived, its words in
+        no scope)."""
         return _doc(
             FINDING_PREFIX + f.id,
             "finding",
@@ -411,6 +436,7 @@ class SearchIndex:
             updated_at=0.0,
             access_count=0,
             session_id=f.session_id,
+            searchable=not promoted,
         )
 
     def _document(self, entry: Entry) -> tantivy.Document:
@@ -754,9 +780,10 @@ class SearchIndex:
             searcher = self._index.searcher()
         if not terms:
             return Hits(searcher, NO_CANDIDATES)
-        archived, findings = _scope_filter(scope)
-        loose = self._loose_terms(searcher, terms, config, config.top_k)
-        hits = self._scoped(searcher, self._query(terms, loose, config), archived, findings, scan)
+        fields, findings = _scope_fields(scope)
+        loose = self._loose_terms(searcher, terms, config, config.top_k, fields)
+        text = self._query(terms, loose, config, fields)
+        hits = self._scoped(searcher, text, findings, scan)
         addrs = [addr for _, addr in hits]
         if not addrs:
             return Hits(searcher, NO_CANDIDATES)
@@ -779,6 +806,7 @@ class SearchIndex:
         terms: Mapping[str, float],
         config: RetrievalConfig,
         enough: int,
+        fields: str = "",
     ) -> set[str]:
         """The terms that get prefix and typo matches: long enough, and found as a word in
         fewer than ``enough`` documents (a typo, the start of a word, a rare word). A term
@@ -788,56 +816,53 @@ class SearchIndex:
         return {
             t
             for t in terms
-            if len(t) >= config.prefix_min_length and searcher.doc_freq("content_raw", t) < enough
+            if len(t) >= config.prefix_min_length
+            and searcher.doc_freq(fields + "content_raw", t) < enough
         }
 
     def _scoped(
         self,
         searcher: tantivy.Searcher,
         text: tantivy.Query,
-        archived: bool,
         findings: bool,
         scan: int,
     ) -> list[tuple[float, tantivy.DocAddress]]:
         """The best ``scan`` hits of ``text`` in the scope, best first.
 
-        A filter clause in the query makes tantivy score every match (no block-max pruning):
-        ~6× the time of the text alone on 300,000 entries. So the text is searched alone, as
-        much deeper than ``scan`` as the index holds documents of another scope (``_depth``),
-        and those are dropped after, by their fast fields; the filtered query (the same scores)
-        runs only when that left too few, or when the scope is a small part of the index (the
-        archive, usually)."""
-        Q, Occur = tantivy.Query, tantivy.Occur
-        deeper = None if archived else _depth(searcher, scan, findings)
+        The scope's text fields hold its documents only (``ARCHIVED``), the active ones the
+        findings too: a search for entries alone drops these. A filter clause in the query makes
+        tantivy score every match (no block-max pruning): ~6× the time of the text alone on
+        300,000 entries. So on a large index the text is searched alone, as much deeper than
+        ``scan`` as findings are of its documents (``_depth``), and they are dropped after, by
+        their fast field; the filtered query (the same scores) runs only when that left too
+        few, on a small index, or where findings are most of it."""
+        if findings or not searcher.doc_freq("kind", "finding"):
+            return searcher.search(text, scan, count=False).hits
+        deeper = _depth(searcher, scan)
         if deeper is not None:
             hits = searcher.search(text, deeper, count=False).hits
-            addrs = [addr for _, addr in hits]
-            gone = searcher.fast_field_values("archived", addrs) if addrs else []
-            kinds = searcher.fast_field_values("kind_code", addrs) if addrs else []
+            kinds = searcher.fast_field_values("kind_code", [addr for _, addr in hits])
             entry = KIND_CODES["entry"]
-            kept = [
-                hit
-                for hit, a, k in zip(hits, gone, kinds, strict=True)
-                if not a and (findings or k == entry)
-            ]
+            kept = [hit for hit, kind in zip(hits, kinds, strict=True) if kind == entry]
             if len(kept) >= scan or len(hits) < deeper:  # enough, or every match seen
                 return kept[:scan]
-        clauses = [
-            (Occur.Must, text),
-            (Occur.Must, Q.const_score_query(self._term("archived", int(archived)), 0.0)),
-        ]
-        if not findings:
-            clauses.append((Occur.Must, Q.const_score_query(self._term("kind", "entry"), 0.0)))
-        return searcher.search(Q.boolean_query(clauses), scan, count=False).hits
+        Q, Occur = tantivy.Query, tantivy.Occur
+        entries = Q.const_score_query(self._term("kind", "entry"), 0.0)
+        query = Q.boolean_query([(Occur.Must, text), (Occur.Must, entries)])
+        return searcher.search(query, scan, count=False).hits
 
     def _term(self, field: str, value: str | int) -> tantivy.Query:
         return tantivy.Query.term_query(self._schema, field, value)
 
     def _query(
-        self, terms: Mapping[str, float], loose: AbstractSet[str], config: RetrievalConfig
+        self,
+        terms: Mapping[str, float],
+        loose: AbstractSet[str],
+        config: RetrievalConfig,
+        fields: str = "",
     ) -> tantivy.Query:
-        """The text query: each term in every field (boosted), and prefix and typo matches of
-        the ``loose`` ones."""
+        """The text query: each term in every text field of a scope (``fields``: the prefix of
+        its names), boosted, and prefix and typo matches of the ``loose`` ones."""
         Q, Occur = tantivy.Query, tantivy.Occur
         should = []
         for term, weight in terms.items():
@@ -846,24 +871,25 @@ class SearchIndex:
                 if field == "category" and weight < 1.0:
                     continue  # an alias ("test" → "spec") must not match a whole category
                 value = stemmed if field in STEMMED_FIELDS else term
-                exact = Q.term_query(self._schema, field, value)
+                exact = Q.term_query(self._schema, fields + field, value)
                 should.append((Occur.Should, Q.boost_query(exact, boost * weight)))
             if term in loose:
                 distance = 1 if len(term) >= config.fuzzy_min_length else 0
-                found = Q.fuzzy_term_query(self._schema, "content_raw", term, distance, True, True)
+                raw = fields + "content_raw"
+                found = Q.fuzzy_term_query(self._schema, raw, term, distance, True, True)
                 should.append((Occur.Should, Q.boost_query(found, LOOSE_MATCH_BOOST * weight)))
-            if (date := self._date_clause(term, weight, config)) is not None:
+            if (date := self._date_clause(term, weight, config, fields)) is not None:
                 should.append((Occur.Should, date))
         return Q.boolean_query(should)
 
     def _date_clause(
-        self, term: str, weight: float, config: RetrievalConfig
+        self, term: str, weight: float, config: RetrievalConfig, fields: str
     ) -> tantivy.Query | None:
         """A query word against the day an item was written (``when_words``): "march", "2025".
         Aliases stay out, as from the category."""
         if config.date_boost <= 0 or weight < 1.0:
             return None
-        exact = tantivy.Query.term_query(self._schema, "when", term)
+        exact = tantivy.Query.term_query(self._schema, fields + "when", term)
         return tantivy.Query.boost_query(exact, config.date_boost * weight)
 
     def _file_match(
