@@ -685,3 +685,34 @@ def test_result_cache_serves_one_generation_for_a_while_and_keeps_the_newest() -
         cache.put(key, (2, 1), NOW, key)
     assert len(cache) == 2 and cache.get("a", (2, 1), NOW) is None
     assert cache.get("c", (2, 1), NOW) == "c"
+
+
+def test_archiving_another_entry_leaves_a_hit_s_bm25_as_it_was(tmp_path: Path) -> None:
+    # Archived words are in fields of their own, with stand-in tokens of their length in the
+    # active ones: BM25's average field length, and so an active hit's score, is the same
+    # whether an entry without the query's word is active or archived.
+    hit = _entry(1, "the queue drains jobs")
+    other = _entry(2, "a much longer note about the release checklist, its steps and owners")
+    found = []
+    for n, archived in enumerate((False, True)):
+        store = SqliteStore(tmp_path / f"memory{n}.db")
+        index = SearchIndex(tmp_path / f"index{n}")
+        try:
+            moved = msgspec.structs.replace(other, archived=archived)
+            store.apply(EntriesImported((hit, moved)), 1)
+            index.sync(store)
+            hits = index.retrieve(
+                {"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=10
+            )
+            found.append(
+                [
+                    (c.bm25, i)
+                    for c, i in zip(
+                        hits.candidates, hits.ids([c.ref for c in hits.candidates]), strict=True
+                    )
+                ]
+            )
+        finally:
+            index.close()
+            store.close()
+    assert found[0] == found[1] and found[0][0][1] == hit.id
