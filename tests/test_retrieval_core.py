@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from memctl.protocol import Source
 from memoryd import index as index_module
 from memoryd.core.capture.findings import SessionFinding
-from memoryd.core.entries import new_entry
+from memoryd.core.entries import CATEGORIES, STATUSES, new_entry
 from memoryd.core.events import EntriesImported, FindingsRecorded, SessionInfo
 from memoryd.core.recall import conflicts, retrieval, slo
 from memoryd.core.recall.cache import ResultCache
@@ -595,6 +595,106 @@ def _queue_finding(n: int) -> SessionFinding:
         session_id="s1",
         offset=n,
     )
+
+
+timed_candidates = st.lists(
+    st.builds(
+        cand,
+        ref=st.uuids().map(str),
+        # Close BM25s: the other factors decide, and the bound on them is put to the test.
+        bm25=st.sampled_from([1.0, 1.05, 1.1, 1.2, 1.4, 2.0, 3.0]),
+        category=st.sampled_from(list(CFG.category_weights)),
+        status=st.sampled_from(["candidate", "confirmed", "pinned"]),
+        updated_at=st.floats(min_value=NOW - 400 * DAY, max_value=NOW),
+        access_count=st.integers(min_value=0, max_value=30),
+        session=st.sampled_from([None, "s1", "s2"]),
+        file_match=st.booleans(),
+        # Minutes apart at most: neighbours (within 120 s) of a strong hit are many.
+        created_at=st.integers(min_value=0, max_value=600).map(lambda s: NOW - s),
+    ),
+    max_size=80,
+)
+
+
+def _pruned(columns: retrieval.Columns, keeping: retrieval.Keeping, reads: list[int] | None = None):
+    codes = [
+        retrieval.rank_code(CATEGORIES[c], STATUSES[s], n)
+        for c, s, n in zip(columns.category, columns.status, columns.access_count, strict=True)
+    ]
+
+    def read(picked):
+        if reads is not None:
+            reads.append(len(picked))
+        return columns.take(picked)
+
+    return retrieval.pruned(
+        columns.bm25, codes, columns.created_at, read, keeping=keeping, config=CFG
+    )
+
+
+@given(timed_candidates, st.integers(min_value=1, max_value=20), st.integers(1, 4))
+def test_the_candidates_left_unread_change_no_ranking(cands, k, first) -> None:
+    # Only the candidates the ranking can keep are read (a column read costs per hit): those
+    # whose BM25 times the bound of their rank code reaches the k-th best score, and the
+    # neighbours of its anchors. The ranking of those is the ranking of all.
+    columns = retrieval.Columns.of(cands)
+    files = any(c.file_match for c in cands)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(retrieval, "FIRST_READ", first)
+        some = _pruned(columns, retrieval.Keeping(NOW, k, files))
+    full = retrieval.rank("q", columns, now=NOW, config=CFG, top_k=k, limit=k)
+    assert retrieval.rank("q", some, now=NOW, config=CFG, top_k=k, limit=k) == full
+    positions = {ref: i for i, ref in enumerate(columns.refs)}
+    assert [positions[ref] for ref in some.refs] == sorted(positions[ref] for ref in some.refs)
+
+
+def test_the_bound_of_a_rank_code_is_the_best_its_other_factors_give() -> None:
+    # Per category, status and accesses: recency and file affinity at their best reach the
+    # bound the pruning relies on, and nothing exceeds it.
+    for c in CATEGORIES:
+        for status in STATUSES:
+            for n in (0, CFG.access_boost_max_count, 10 * CFG.access_boost_max_count):
+                code = retrieval.rank_code(c, status, n)
+                assert retrieval.unpack(code) == (CATEGORIES.index(c), STATUSES.index(status), n)
+                for files in (False, True):
+                    most = retrieval.bounds(CFG, files)
+                    assert most is not None
+                    found = [
+                        retrieval.score(
+                            cand(
+                                "c",
+                                1.0,
+                                category=c,
+                                status=status,
+                                access_count=n,
+                                file_match=f,
+                                updated_at=u,
+                            ),
+                            NOW,
+                            CFG,
+                        )
+                        for f in ((False, True) if files else (False,))
+                        for u in (NOW, NOW - DAY, NOW - 400 * DAY)
+                    ]
+                    assert max(found) == pytest.approx(most[code], rel=1e-8)
+    assert retrieval.bounds(RetrievalConfig(status_boosts={"pinned": -1.0}), True) is None
+
+
+def test_a_long_tail_of_weak_candidates_is_left_unread() -> None:
+    # 500 hits whose BM25 falls away: few are read, and a neighbour of the best far down the
+    # list (written a minute after it) is read and lifted.
+    cands = [
+        cand(f"c{i}", bm25=100.0 / (1 + i), created_at=NOW - 10 * DAY - 3600 * i)
+        for i in range(500)
+    ]
+    cands[400] = cand("neighbour", bm25=100.0 / 401, created_at=NOW - 10 * DAY + 60)
+    columns = retrieval.Columns.of(cands)
+    reads: list[int] = []
+    some = _pruned(columns, retrieval.Keeping(NOW, 15, False), reads)
+    assert sum(reads) < 100 and "neighbour" in some.refs
+    ranked = retrieval.rank("q", some, now=NOW, config=CFG, top_k=15, limit=15)
+    assert ranked == retrieval.rank("q", columns, now=NOW, config=CFG, top_k=15, limit=15)
+    assert "neighbour" in [s.candidate.ref for s in ranked]
 
 
 @pytest.mark.parametrize("unfiltered", [False, True], ids=["filtered", "unfiltered first"])

@@ -33,7 +33,7 @@ from memoryd.core import instructions as core_instructions
 from memoryd.core.capture.rules import load_user_rules
 from memoryd.core.recall import budget
 from memoryd.core.recall.budget import DEFAULT_CEILING
-from memoryd.core.recall.retrieval import RetrievalConfig
+from memoryd.core.recall.retrieval import ACCESS_CAP, RetrievalConfig
 
 
 class _Section(BaseModel):
@@ -132,7 +132,10 @@ class RetrievalSettings(_Section):
         _CORE_RETRIEVAL.access_boost_per_access, ge=0, description="Score bonus per past access."
     )
     access_boost_max_count: int = Field(
-        _CORE_RETRIEVAL.access_boost_max_count, ge=0, description="Accesses counted at most."
+        _CORE_RETRIEVAL.access_boost_max_count,
+        ge=0,
+        lt=ACCESS_CAP,
+        description="Accesses counted at most.",
     )
     file_affinity: float = Field(
         _CORE_RETRIEVAL.file_affinity, ge=1, description="Bonus for entries near an active file."

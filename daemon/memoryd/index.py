@@ -44,11 +44,13 @@ from memoryd import memtrim
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.errors import Unavailable
 from memoryd.core.recall.retrieval import (
-    CATEGORY_CODES,
-    STATUS_CODES,
     Candidate,
     Columns,
+    Keeping,
     RetrievalConfig,
+    pruned,
+    rank_code,
+    unpack,
 )
 from memoryd.disk import write_failure_cause
 from memoryd.store.base import FINDING_PREFIX, Store
@@ -56,7 +58,7 @@ from memoryd.worker import Worker
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 # What a search looks through: the active entries; those and the session findings not promoted
@@ -164,11 +166,11 @@ def _schema() -> tantivy.Schema:
     # stored documents.
     sb.add_integer_field("archived", indexed=True, fast=True)
     sb.add_integer_field("kind_code", fast=True)  # KIND_CODES: read to filter hits by scope
-    sb.add_integer_field("category_code", fast=True)
-    sb.add_integer_field("status_code", fast=True)
+    # Category, status and accesses in one (``retrieval.rank_code``): read for every hit, it
+    # bounds what the other factors can give, and only the hits that can rank are read further.
+    sb.add_integer_field("rank_code", fast=True)
     sb.add_float_field("updated_at", fast=True)
     sb.add_float_field("created_at", fast=True)
-    sb.add_integer_field("access_count", fast=True)
     sb.add_integer_field("session_key", fast=True)
     for field in PLACE_FIELDS:  # place_key of its files: file affinity read by fast field
         sb.add_integer_field(field, fast=True)
@@ -246,10 +248,8 @@ def _doc(
         kind_code=KIND_CODES[kind],
         created_at=float(created_at),
         archived=int(archived),
-        category_code=CATEGORY_CODES[category],
-        status_code=STATUS_CODES[status],
+        rank_code=rank_code(category, status, access_count),
         updated_at=float(updated_at),
-        access_count=access_count,
         session_key=session_key(session_id),
     )
     texts = {
@@ -763,9 +763,11 @@ class SearchIndex:
         config: RetrievalConfig,
         scan: int,
         searcher: tantivy.Searcher | None = None,
+        keeping: Keeping | None = None,
     ) -> Hits:
         """BM25 with field boosts over weighted terms, limited to ``scan`` candidates of
-        ``scope``, each with the metadata the pipeline scores on.
+        ``scope``, each with the metadata the pipeline scores on: with ``keeping``, only those
+        the ranking can keep (``retrieval.pruned``: each column read costs per hit).
 
         Exact terms first: prefix and typo matches (a Levenshtein automaton each, and a union
         of the postings of every word it accepts: on a large index more than the rest of the
@@ -784,21 +786,32 @@ class SearchIndex:
         loose = self._loose_terms(searcher, terms, config, config.top_k, fields)
         text = self._query(terms, loose, config, fields)
         hits = self._scoped(searcher, text, findings, scan)
-        addrs = [addr for _, addr in hits]
-        if not addrs:
+        if not hits:
             return Hits(searcher, NO_CANDIDATES)
-        columns = Columns(
-            refs=addrs,
-            bm25=[score for score, _ in hits],
-            category=_column(searcher, "category_code", addrs, 0),
-            status=_column(searcher, "status_code", addrs, 0),
-            updated_at=_column(searcher, "updated_at", addrs, 0.0),
-            created_at=_column(searcher, "created_at", addrs, 0.0),
-            access_count=_column(searcher, "access_count", addrs, 0),
-            session=_column(searcher, "session_key", addrs, 0),
-            file_match=self._file_match(searcher, addrs, active_files),
-        )
-        return Hits(searcher, columns)
+        addrs = [addr for _, addr in hits]
+        bm25 = [score for score, _ in hits]
+        codes = _column(searcher, "rank_code", addrs, 0)
+        created = _column(searcher, "created_at", addrs, 0.0)
+
+        def read(picked: Sequence[int]) -> Columns:
+            """The columns of the hits at ``picked``: what ``codes`` and ``created`` hold, and
+            the rest read for those only."""
+            at, unpacked = [addrs[i] for i in picked], [unpack(codes[i]) for i in picked]
+            return Columns(
+                refs=at,
+                bm25=[bm25[i] for i in picked],
+                category=[u[0] for u in unpacked],
+                status=[u[1] for u in unpacked],
+                updated_at=_column(searcher, "updated_at", at, 0.0),
+                created_at=[created[i] for i in picked],
+                access_count=[u[2] for u in unpacked],
+                session=_column(searcher, "session_key", at, 0),
+                file_match=self._file_match(searcher, at, active_files),
+            )
+
+        if keeping is None:
+            return Hits(searcher, read(range(len(hits))))
+        return Hits(searcher, pruned(bm25, codes, created, read, keeping=keeping, config=config))
 
     def _loose_terms(
         self,

@@ -920,6 +920,7 @@ class ProjectMemory:
         active_files: Sequence[str],
         config: retrieval.RetrievalConfig,
         scan: int,
+        keeping: retrieval.Keeping | None = None,
     ) -> Hits:
         """Retrieval candidates for weighted terms, read after every change so far that the
         scope cannot do without (read-your-writes): for the active entries, all but those of
@@ -927,7 +928,12 @@ class ProjectMemory:
         archive, every one. A rebuild under way is finished first (``SearchIndex.retrieve``)."""
         self._index_for(scope)
         return self.index.retrieve(
-            terms, scope=scope, active_files=active_files, config=config, scan=scan
+            terms,
+            scope=scope,
+            active_files=active_files,
+            config=config,
+            scan=scan,
+            keeping=keeping,
         )
 
     def _index_for(self, scope: SearchScope) -> None:
@@ -1502,6 +1508,7 @@ class ProjectReader:
         active_files: Sequence[str],
         config: retrieval.RetrievalConfig,
         scan: int,
+        keeping: retrieval.Keeping | None = None,
     ) -> Hits:
         assert self._searcher is not None, "the owner took no searcher for this read"
         return self._index.retrieve(
@@ -1511,6 +1518,7 @@ class ProjectReader:
             config=config,
             scan=scan,
             searcher=self._searcher,
+            keeping=keeping,
         )
 
     def lookup(self, doc_ids: Sequence[str]) -> dict[str, p.Entry | SessionFinding]:

@@ -142,8 +142,9 @@ class Recall:
         # An index that has not published compaction's last archives yet still holds them as
         # active: a few more hits make up for those dropped below.
         wanted = limit + (limit if project.index_lags else 0)
+        keeping = retrieval.Keeping(now, max(top_k, wanted), files=bool(files))
         hits = project.search_candidates(
-            terms, scope=scope, active_files=files, config=config, scan=scan
+            terms, scope=scope, active_files=files, config=config, scan=scan, keeping=keeping
         )
         ranked = retrieval.rank(
             query,
@@ -151,7 +152,7 @@ class Recall:
             now=now,
             config=config,
             reranker=self.reranker,
-            top_k=max(top_k, wanted),
+            top_k=keeping.top_k,
             limit=wanted,
             threshold=threshold,
         )

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import NamedTuple, Protocol
 
 import msgspec
 
@@ -87,9 +88,23 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float = 0.0
 
 
-# The codes a category and a status have in ``Columns`` (and in the index's fast fields).
+# The codes a category and a status have in ``Columns`` (and in the index's ``rank_code``).
 CATEGORY_CODES = {c: i for i, c in enumerate(CATEGORIES)}
 STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
+# Accesses a ``rank_code`` counts at most (``access_boost_max_count`` stays below).
+ACCESS_CAP = 1 << 20
+
+
+def rank_code(category: Category, status: Status, access_count: int) -> int:
+    """A candidate's category, status and accesses in one number, as the index keeps them: the
+    most the factors besides BM25 can give it is known from this one column (``pruned``)."""
+    accesses = min(max(access_count, 0), ACCESS_CAP - 1)
+    return CATEGORY_CODES[category] | STATUS_CODES[status] << 4 | accesses << 8
+
+
+def unpack(code: int) -> tuple[int, int, int]:
+    """(category code, status code, accesses) of a ``rank_code``."""
+    return code & 15, code >> 4 & 15, code >> 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +158,14 @@ class Columns:
 
     def candidates(self) -> list[Candidate]:
         return [self.candidate(i) for i in range(len(self))]
+
+    def take(self, positions: Sequence[int]) -> Columns:
+        """The candidates at ``positions``, in that order."""
+        return Columns(*([getattr(self, f.name)[i] for i in positions] for f in fields(self)))
+
+    def joined(self, after: Columns) -> Columns:
+        """These candidates, then those ``after``."""
+        return Columns(*([*getattr(self, f.name), *getattr(after, f.name)] for f in fields(self)))
 
 
 class Scored(msgspec.Struct, frozen=True, kw_only=True):
@@ -299,6 +322,118 @@ def scores(columns: Columns, now: float, config: RetrievalConfig) -> list[float]
     ]
 
 
+# --------------------------------------------------------------------------- pruning
+
+# Candidates read first, times the k kept: those the bound ranks highest (~6 % of 500 at
+# 3,000 entries are ever needed).
+FIRST_READ = 2
+# Room for the rounding of a product of six floats (a few ulps each).
+ROUNDING = 1e-9
+
+
+class Keeping(NamedTuple):
+    """What a ranking keeps: its ``top_k`` best at ``now``, and whether active files were given
+    (file affinity can lift a candidate). Given to retrieval, the candidates it cannot keep are
+    left unread (``pruned``)."""
+
+    now: float
+    top_k: int
+    files: bool
+
+
+class Bounds(dict[int, float]):
+    """The most the factors besides BM25 multiply a candidate's score by, by ``rank_code``
+    (recency and file affinity at their best, with room for rounding), worked out the first
+    time a code is met."""
+
+    def __init__(self, config: RetrievalConfig, files: bool) -> None:
+        super().__init__()
+        self._weights = [config.category_weights.get(c, 1.0) for c in CATEGORIES]
+        self._boosts = [config.status_boosts.get(s, 1.0) for s in STATUSES]
+        self._per_access = config.access_boost_per_access
+        self._most = config.access_boost_max_count
+        affinity = max(config.file_affinity, 1.0) if files else 1.0
+        self._best = (1.0 + max(config.recency_amplitude, 0.0)) * affinity * (1.0 + ROUNDING)
+
+    def __missing__(self, code: int) -> float:
+        category, status, accesses = unpack(code)
+        access = 1.0 + max(self._per_access, 0.0) * min(accesses, self._most)
+        self[code] = found = self._weights[category] * self._boosts[status] * access * self._best
+        return found
+
+    @property
+    def valid(self) -> bool:
+        """Whether it bounds at all: no weight is set below 0."""
+        return min(self._weights) >= 0 and min(self._boosts) >= 0
+
+
+# The bounds of the last config seen, with and without active files: kept across searches
+# (working out every code a search meets took longer than reading the columns it spares).
+_BOUNDS: dict[bool, tuple[RetrievalConfig, Bounds]] = {}
+
+
+def bounds(config: RetrievalConfig, files: bool) -> Bounds | None:
+    """``Bounds`` for ``config``, or None when a weight set below 0 leaves no such bound."""
+    kept = _BOUNDS.get(files)
+    if kept is None or kept[0] is not config:
+        kept = _BOUNDS[files] = (config, Bounds(config, files))
+    return kept[1] if kept[1].valid else None
+
+
+def pruned(
+    bm25: Sequence[float],
+    codes: Sequence[int],
+    created: Sequence[float],
+    read: Callable[[Sequence[int]], Columns],
+    *,
+    keeping: Keeping,
+    config: RetrievalConfig,
+) -> Columns:
+    """The candidates (best BM25 first, with their ``rank_code`` and creation time) ``rank``
+    can need to keep its ``keeping.top_k`` best: it ranks these exactly as all of them.
+    ``read(positions)`` gives the columns of candidates by position.
+
+    A candidate scores at most its BM25 times the bound of its code. Those the bound ranks
+    first are read and scored; then every one whose bound reaches the k-th best score so far,
+    and every one written inside the window of an anchor of ``lift_neighbours`` (a neighbour
+    rises whatever its own score), until none is left: the rest can neither be among the k
+    best nor be lifted. Returned in their order (equal scores keep the earlier)."""
+    n, k = len(bm25), keeping.top_k
+    most = bounds(config, keeping.files)
+    if most is None or n <= k * FIRST_READ:
+        return read(range(n))
+    ceiling = list(map(operator.mul, bm25, map(most.__getitem__, codes)))
+    first = sorted(ceiling, reverse=True)[k * FIRST_READ - 1]
+    taken = [i for i, c in enumerate(ceiling) if c >= first]
+    columns, window, anchored = read(taken), config.neighbour_window_s, set()
+    while True:
+        own = scores(columns, keeping.now, config)
+        best = heapq.nlargest(k, range(len(own)), key=own.__getitem__)
+        kth = own[best[-1]]
+        more = {i for i, c in enumerate(ceiling) if c >= kth}
+        for at in (columns.created_at[a] for a in _anchors(own, best, config)):
+            if window > 0 and at > 0 and at not in anchored:  # its neighbours: read once
+                anchored.add(at)
+                lo, hi = at - window, at + window
+                more.update([i for i, t in enumerate(created) if lo <= t <= hi])
+        more.difference_update(taken)
+        if not more:
+            return columns
+        added = sorted(more)
+        joined = columns.joined(read(added))
+        order = sorted(range(len(joined)), key=[*taken, *added].__getitem__)
+        taken, columns = sorted([*taken, *added]), joined.take(order)
+
+
+def _anchors(own: Sequence[float], best: Sequence[int], config: RetrievalConfig) -> list[int]:
+    """The candidates whose neighbours ``lift_neighbours`` lifts: the first
+    ``neighbour_anchors`` of ``best`` scoring at least half the best."""
+    if not best:
+        return []
+    top = own[best[0]]
+    return [a for a in best[: config.neighbour_anchors] if own[a] >= top / 2]
+
+
 # --------------------------------------------------------------------------- pipeline
 
 
@@ -361,11 +496,10 @@ def lift_neighbours(
     if window <= 0 or not best:
         return {}
     created, session = columns.created_at, columns.session
-    top = own[best[0]]
     lifts: dict[int, float] = {}
-    for a in best[: config.neighbour_anchors]:
+    for a in _anchors(own, best, config):
         at = created[a]
-        if own[a] < top / 2 or at <= 0:
+        if at <= 0:
             continue
         lift, lo, hi = own[a] * config.neighbour_share, at - window, at + window
         # One pass of plain comparisons over the candidates, then the few inside the window
