@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from memctl.protocol import Source
@@ -22,6 +22,7 @@ from memoryd.core.recall.cache import ResultCache
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
 from memoryd.core.recall.slo import SloMonitor
 from memoryd.index import SearchIndex, SearchScope, when_words
+from memoryd.recall import clears_floor
 from memoryd.store.sqlite import SqliteStore
 
 DAY = 86_400.0
@@ -816,3 +817,35 @@ def test_archiving_another_entry_leaves_a_hit_s_bm25_as_it_was(tmp_path: Path) -
             index.close()
             store.close()
     assert found[0] == found[1] and found[0][0][1] == hit.id
+
+
+def _shares(entry_words: list[str], wanted: list[str], floor: int) -> bool:
+    """The relevance floor as first written: a pass over the entry's words per query word."""
+    needed = min(floor, len(wanted))
+    shared = sum(
+        any(x.startswith(w[:5]) or w.startswith(x[:5]) for x in entry_words) for w in wanted
+    )
+    return not wanted or shared >= needed
+
+
+_word = st.text(alphabet="abcdeé1", min_size=2, max_size=8)
+
+
+@example(words=["ab"], wanted=["abcd"], floor=1)  # the query word starts with the entry's
+@example(words=["abcdef"], wanted=["abc"], floor=1)  # the entry's starts with the query's
+@example(words=["abcdex"], wanted=["abcdey"], floor=1)  # the same first five
+@given(st.lists(_word, max_size=12), st.lists(_word, max_size=6), st.integers(1, 4))
+def test_the_relevance_floor_by_prefix_sets_is_the_floor_by_pairs(words, wanted, floor) -> None:
+    # clears_floor looks the query words' prefixes up in sets of the entry's: the same verdict
+    # as comparing every pair (a word counts when one starts with the other's first five).
+    entry = new_entry(
+        entry_id="e" * 32,
+        content=" ".join(words),
+        category="pattern",
+        status="confirmed",
+        now=NOW,
+        source=Source(kind="user"),
+    )
+    wanted = retrieval.query_terms(" ".join(wanted))
+    found = retrieval.keywords(" ".join(words))
+    assert clears_floor(entry, wanted, floor) == _shares(found, wanted, floor)

@@ -321,13 +321,40 @@ def clears_floor(entry: p.Entry, wanted: Sequence[str], floor: int) -> bool:
     unrelated (issue 19: four "File has not been read yet" entries for an MDX question)."""
     if not wanted:
         return True
-    words = set(retrieval.keywords(" ".join((entry.content, *entry.tags, *entry.file_paths))))
+    heads = _heads(" ".join((entry.content, *entry.tags, *entry.file_paths)))
     needed, shared = min(floor, len(wanted)), 0
     for w in wanted:
-        shared += any(x.startswith(w[:5]) or w.startswith(x[:5]) for x in words)
+        shared += _matches(w, heads)
         if shared >= needed:
             return True
     return False
+
+
+# The first five letters of the words of the texts the relevance floor met last, by the text's
+# hash: the same entries come up prompt after prompt, and finding a text's words took most of
+# the floor's time. ~3 KB each.
+_HEADS: dict[int, frozenset[str]] = {}
+HEADS_KEPT = 1024
+
+
+def _heads(text: str) -> frozenset[str]:
+    key = hash(text)
+    found = _HEADS.get(key)
+    if found is None:
+        found = frozenset(x[:5] for x in retrieval.keywords(text))
+        if len(_HEADS) >= HEADS_KEPT:
+            _HEADS.clear()
+        _HEADS[key] = found
+    return found
+
+
+def _matches(w: str, heads: frozenset[str]) -> bool:
+    """Whether an entry whose words start with ``heads`` has one that starts with ``w[:5]`` or
+    that ``w`` starts with: set lookups, a pass over the heads only for a query word shorter
+    than five."""
+    if any(w[:n] in heads for n in range(2, min(len(w), 5) + 1)):  # a head starts w, or is w[:5]
+        return True
+    return len(w) < 5 and any(x.startswith(w) for x in heads)
 
 
 def _episode_item(ep: Episode) -> Item:
