@@ -110,6 +110,9 @@ TEXT_FIELDS = ("content", "content_raw", "tags", "file_paths", "category", "when
 # document still counts its length in both scopes, as when both shared one set of fields. A
 # query never holds it (``retrieval.keywords`` drops one-letter words).
 PAD = "0"
+# The ``kind`` term of a document in no scope (a promoted finding): the findings a search of
+# the active fields meets are counted by theirs (``_depth``).
+HIDDEN = "hidden"
 # A search for active entries only asks the index for this share more hits than they are of
 # the active fields' documents, so that the findings can be dropped after it without a filter in
 # the query (the depth costs: ~1.5× the time at 1.5× the hits on 300,000 entries).
@@ -150,7 +153,8 @@ def stem(word: str) -> str:
 def _schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("id", stored=True, tokenizer_name="raw")
-    sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")  # entry | finding
+    # entry | finding | hidden (a promoted finding, in no scope)
+    sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")
     for scope in ("", ARCHIVED):  # TEXT_FIELDS, once for each scope
         sb.add_text_field(scope + "content", tokenizer_name=ANALYZER)
         # unstemmed words, for loose matches
@@ -244,7 +248,7 @@ def _doc(
     not ``searchable``, and the metadata columns scoring reads."""
     doc = tantivy.Document(
         id=doc_id,
-        kind=kind,
+        kind=kind if searchable else HIDDEN,
         kind_code=KIND_CODES[kind],
         created_at=float(created_at),
         archived=int(archived),
@@ -350,8 +354,9 @@ def _depth(searcher: tantivy.Searcher, scan: int) -> int | None:
     """How many hits of the text alone hold ``scan`` active entries: ``scan`` over their share of
     the active fields' documents (the findings not promoted yet left out), plus
     ``SCOPE_SLACK``. None when the share is under ``MIN_SCOPE_SHARE``, or the active fields
-    hold at most ``FILTERED_UP_TO`` documents. Deleted documents not merged away yet, and
-    promoted findings, count among the findings (a little deeper than needed)."""
+    hold at most ``FILTERED_UP_TO`` documents. Deleted documents not merged away yet count
+    among the findings (a little deeper than needed); promoted ones are in no scope
+    (``HIDDEN``)."""
     active = searcher.num_docs - searcher.doc_freq("archived", 1)
     if active <= FILTERED_UP_TO:
         return None
@@ -399,8 +404,11 @@ class SearchIndex:
             self._writer.garbage_collect_files()
             self.applied_seq = -1 if fresh else self._read_meta()
         except (ValueError, OSError) as exc:
-            # Derived data: an unreadable index is thrown away and rebuilt, never repaired.
-            self.rebuild_reason = f"unreadable index ({exc})"
+            # Derived data: an unreadable index is thrown away and rebuilt, never repaired. One
+            # of another schema (fields added or gone) is refused by tantivy before its meta
+            # document can say so.
+            changed = "schema" in str(exc).lower()
+            self.rebuild_reason = "index schema changed" if changed else f"unreadable index ({exc})"
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory.mkdir(parents=True)
             self._index = tantivy.Index(self._schema, path=str(self.directory), reuse=False)
@@ -884,6 +892,8 @@ class SearchIndex:
                 if field == "category" and weight < 1.0:
                     continue  # an alias ("test" → "spec") must not match a whole category
                 value = stemmed if field in STEMMED_FIELDS else term
+                if value == PAD:
+                    continue  # every document of the other scope holds it
                 exact = Q.term_query(self._schema, fields + field, value)
                 should.append((Occur.Should, Q.boost_query(exact, boost * weight)))
             if term in loose:

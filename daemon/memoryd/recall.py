@@ -330,21 +330,20 @@ def clears_floor(entry: p.Entry, wanted: Sequence[str], floor: int) -> bool:
     return False
 
 
-# The first five letters of the words of the texts the relevance floor met last, by the text's
-# hash: the same entries come up prompt after prompt, and finding a text's words took most of
-# the floor's time. ~3 KB each.
-_HEADS: dict[int, frozenset[str]] = {}
+# The first five letters of the words of the texts the relevance floor met last: the same
+# entries come up prompt after prompt, and finding a text's words took most of the floor's
+# time. ~3 KB each.
+_HEADS: dict[str, frozenset[str]] = {}
 HEADS_KEPT = 1024
 
 
 def _heads(text: str) -> frozenset[str]:
-    key = hash(text)
-    found = _HEADS.get(key)
+    found = _HEADS.get(text)
     if found is None:
         found = frozenset(x[:5] for x in retrieval.keywords(text))
         if len(_HEADS) >= HEADS_KEPT:
             _HEADS.clear()
-        _HEADS[key] = found
+        _HEADS[text] = found
     return found
 
 

@@ -352,6 +352,7 @@ class Bounds(dict[int, float]):
         self._boosts = [config.status_boosts.get(s, 1.0) for s in STATUSES]
         self._per_access = config.access_boost_per_access
         self._most = config.access_boost_max_count
+        self._affinity, self._amplitude = config.file_affinity, config.recency_amplitude
         affinity = max(config.file_affinity, 1.0) if files else 1.0
         self._best = (1.0 + max(config.recency_amplitude, 0.0)) * affinity * (1.0 + ROUNDING)
 
@@ -363,8 +364,14 @@ class Bounds(dict[int, float]):
 
     @property
     def valid(self) -> bool:
-        """Whether it bounds at all: no weight is set below 0."""
-        return min(self._weights) >= 0 and min(self._boosts) >= 0
+        """Whether it bounds at all: every factor finite and never below 0 (settings ensure it;
+        a config built in code may not)."""
+        factors = [*self._weights, *self._boosts, self._per_access, self._affinity]
+        return (
+            all(math.isfinite(f) and f >= 0 for f in factors)
+            and math.isfinite(self._amplitude)
+            and self._amplitude >= -1
+        )
 
 
 # The bounds of the last config seen, with and without active files: kept across searches
