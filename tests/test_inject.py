@@ -143,6 +143,13 @@ def test_read_your_writes_for_every_change(env: Env, daemon) -> None:
     assert newer in ok_json(env, "inject", "--query", "billing cron at night")["entries"]
     ok_json(env, "forget", entry)
     assert ok_json(env, "search", "billing cron")["results"][0]["id"] == newer
+    # What every prompt reads besides the search (pinned entries, the entries behind hits) is
+    # kept per generation of memory too: a pin, and a forget, are in the very next payload.
+    assert ok_json(env, "inject", "--query", "billing cron at night")["entries"] == [newer]
+    ok_json(env, "pin", newer)
+    assert ok_json(env, "inject", "--query", "an unrelated prompt")["entries"] == [newer]
+    ok_json(env, "forget", newer)
+    assert ok_json(env, "inject", "--query", "billing cron at night")["entries"] == []
 
 
 def test_aliases_cli(env: Env, daemon) -> None:

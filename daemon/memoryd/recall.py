@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, TypeVar
 
 from memctl import protocol as p
 from memoryd.core.capture.findings import SessionFinding
@@ -34,8 +34,13 @@ CANDIDATE_SCAN = 200  # candidates looked at for a session start's payload
 CANDIDATE_FLOOR = 0.5  # a candidate penalised below this has not earned its place
 DEGRADED_TOP_K = 5
 DEGRADED_SCAN = 100
+_T = TypeVar("_T")
 RESULT_CACHE_SIZE = 256
 RESULT_CACHE_AGE_S = 60.0  # recency scores move with the clock: a result is not kept longer
+# What every prompt reads of a project besides the search (its pinned entries, latest
+# episodes, budget ceiling) and the entries behind recent hits: SQLite reads of ~0.1 ms a prompt
+# together, the same until memory changes.
+KEPT_READS = 512
 
 
 class Recall:
@@ -63,6 +68,8 @@ class Recall:
         # memory (``ProjectMemory.generation``): a prompt sent again is not searched again.
         self._results: ResultCache[tuple[tuple[p.Entry | SessionFinding, float], ...]]
         self._results = ResultCache(RESULT_CACHE_SIZE, RESULT_CACHE_AGE_S)
+        # Reads of a project kept for one generation of its memory, by (slug, what, argument).
+        self._reads: ResultCache[Any] = ResultCache(KEPT_READS, RESULT_CACHE_AGE_S)
 
     def configure(
         self, config: retrieval.RetrievalConfig, default_ceiling: int, slo: SloMonitor | None
@@ -72,6 +79,7 @@ class Recall:
         self.config = config
         self.default_ceiling = default_ceiling
         self._results.clear()
+        self._reads.clear()
         if slo is not None:
             self.slo = slo
 
@@ -157,7 +165,7 @@ class Recall:
             threshold=threshold,
         )
         ids = hits.ids([s.candidate.ref for s in ranked])
-        found = project.lookup(ids)
+        found = self._lookup(project, ids)
         archive = scope == "archived"
         # What the store holds decides: a hit gone, or archived since the index learned of it,
         # is left out; an id the index holds twice (until it heals: ``ProjectMemory.
@@ -235,10 +243,11 @@ class Recall:
             items["session"] = self._session_items(
                 project, [*session_ids, *([req.session] if req.session else [])]
             )
-            items["summaries"] = [_episode_item(ep) for ep in project.episodes(SUMMARY_EPISODES)]
+            episodes = self._kept(project, "episodes", SUMMARY_EPISODES, project.episodes)
+            items["summaries"] = [_episode_item(ep) for ep in episodes]
             self._attach_conflicts(project, always, relevant, items)
             items.update({tier: list(found) for tier, found in (extra or {}).items() if found})
-        ceiling = project.budget_ceiling(self.default_ceiling)
+        ceiling = self._kept(project, "ceiling", self.default_ceiling, project.budget_ceiling)
         total = budget.total_budget(ceiling, req.remaining_context)
         payload = injection.build(req.format, total, items, shares=self.extra_shares)
         project.record_access(payload.ids, self._clock())
@@ -249,12 +258,37 @@ class Recall:
             entries=payload.ids,
         )
 
+    def _kept(self, project: Source, what: str, arg: int, read: Callable[[int], _T]) -> _T:
+        """``read(arg)``, kept while the project's memory stays the same (its generation).
+        Callers do not change what it gives."""
+        key, generation, now = (project.slug, what, arg), project.generation, self._clock()
+        found: _T | None = self._reads.get(key, generation, now)
+        if found is None:
+            found = read(arg)
+            self._reads.put(key, generation, now, found)
+        return found
+
+    def _lookup(self, project: Source, ids: Sequence[str]) -> dict[str, p.Entry | SessionFinding]:
+        """``project.lookup(ids)``, each entry kept while the project's memory stays the same:
+        the same entries come up prompt after prompt."""
+        generation, now = project.generation, self._clock()
+        found: dict[str, p.Entry | SessionFinding] = {}
+        for i in ids:
+            if (kept := self._reads.get((project.slug, "item", i), generation, now)) is not None:
+                found[i] = kept
+        missing = [i for i in ids if i not in found]
+        if missing:
+            for i, item in project.lookup(missing).items():
+                self._reads.put((project.slug, "item", i), generation, now, item)
+                found[i] = item
+        return found
+
     def _always(self, project: Source, session: str | None) -> list[p.Entry]:
         """The always-inject tier: the session's working memory (what its agent asked to keep in
         view: small, and for this session only), then the project's pinned entries."""
         focused = project.working_memory(session) if session else []
         shown = {e.id for e in focused}
-        pinned = project.pinned(self.config.max_pinned)
+        pinned = self._kept(project, "pinned", self.config.max_pinned, project.pinned)
         return [*focused, *(e for e in pinned if e.id not in shown)]
 
     def _session_items(self, project: Source, session_ids: list[str]) -> list[Item]:
