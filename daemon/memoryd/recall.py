@@ -366,28 +366,28 @@ def clears_floor(entry: p.Entry, wanted: Sequence[str], floor: int) -> bool:
 
 # The first five letters of the words of the texts the relevance floor met last: the same
 # entries come up prompt after prompt, and finding a text's words took most of the floor's
-# time. ~3 KB each.
-_HEADS: dict[str, frozenset[str]] = {}
+# time. Kept as one string, each between NULs (~1 KB with its key, a set of them took ~5).
+_HEADS: dict[str, str] = {}
 HEADS_KEPT = 1024
 
 
-def _heads(text: str) -> frozenset[str]:
+def _heads(text: str) -> str:
     found = _HEADS.get(text)
     if found is None:
-        found = frozenset(x[:5] for x in retrieval.keywords(text))
+        heads = dict.fromkeys(x[:5] for x in retrieval.keywords(text))
+        found = "\0" + "\0".join(heads) + "\0"
         if len(_HEADS) >= HEADS_KEPT:
             _HEADS.clear()
         _HEADS[text] = found
     return found
 
 
-def _matches(w: str, heads: frozenset[str]) -> bool:
-    """Whether an entry whose words start with ``heads`` has one that starts with ``w[:5]`` or
-    that ``w`` starts with: set lookups, a pass over the heads only for a query word shorter
-    than five."""
-    if any(w[:n] in heads for n in range(2, min(len(w), 5) + 1)):  # a head starts w, or is w[:5]
-        return True
-    return len(w) < 5 and any(x.startswith(w) for x in heads)
+def _matches(w: str, heads: str) -> bool:
+    """Whether an entry whose words start with ``heads`` (``_heads``) has one that starts with
+    ``w[:5]`` or that ``w`` starts with."""
+    if any(f"\0{w[:n]}\0" in heads for n in range(2, min(len(w), 5) + 1)):
+        return True  # a head starts w, or is w[:5]
+    return len(w) < 5 and f"\0{w}" in heads  # a head starts with w
 
 
 def _episode_item(ep: Episode) -> Item:
