@@ -4,7 +4,8 @@ Pure core only, in this process: no daemon, store or audit log (reading the entr
 and applying the plan are not measured here). Per size, a seeded synthetic project (all
 categories, one in 200 pinned, a quarter candidates, half accessed, a tenth archived, ages up to
 two years) is planned ``--repeats`` times a slice at a time, as the owner thread will
-(``compaction_steps``): the total time of a plan (median, p95) and the time of one slice (p95,
+(``planning_steps``: the planner last, its decisions built into events only as a run applies
+them): the total time of a plan (median, p95) and the time of one slice (p95,
 the longest of all repeats), which is how long the owner thread is held at a time. Two runs:
 ``first`` (no previous run: every decay a step or more below the baseline is reported) and
 ``again`` (the same entries a minute later, ``since`` the first: decays reported drop to ~0;
@@ -44,7 +45,7 @@ from memctl.protocol import Entry, Inject
 from memoryd.background import BackgroundErrors
 from memoryd.compactor import CompactionRun
 from memoryd.config import StorageSettings
-from memoryd.core.compaction import DEFAULT_POLICY, SLICE_SIZE, CompactionPlan, compaction_steps
+from memoryd.core.compaction import DEFAULT_POLICY, SLICE_SIZE, CompactionCounts, planning_steps
 from memoryd.core.entries import CATEGORIES, section_of
 from memoryd.core.recall.retrieval import RetrievalConfig
 from memoryd.core.recall.slo import SloMonitor
@@ -87,19 +88,16 @@ def synthetic(n: int, seed: int = 7) -> list[Entry]:
 
 def one_run(
     entries: list[Entry], since: float | None, slice_size: int
-) -> tuple[float, list[float], CompactionPlan]:
+) -> tuple[float, list[float], CompactionCounts]:
     slices: list[float] = []
-    plan = None
-    steps = compaction_steps(entries, NOW, since=since, slice_size=slice_size)
+    steps = planning_steps(entries, NOW, since=since, slice_size=slice_size)
     while True:
         t0 = time.perf_counter()
         item = next(steps, None)
         slices.append(time.perf_counter() - t0)
         if item is not None:
-            plan = item
             break
-    assert plan is not None
-    return sum(slices), slices, plan
+    return sum(slices), slices, item.counts()
 
 
 def applied_run(size: int, load_chunk: int = 5_000) -> str:
@@ -213,14 +211,14 @@ def main() -> int:
         for label, since in (("first", None), ("again", NOW - 60)):
             totals: list[float] = []
             all_slices: list[float] = []
-            plan = None
+            counts = None
             for r in range(args.repeats):
                 print(f"  {label} run {r + 1}/{args.repeats}", file=sys.stderr)
-                total, slices, plan = one_run(entries, since, args.slice_size)
+                total, slices, counts = one_run(entries, since, args.slice_size)
                 totals.append(total)
                 all_slices.extend(slices)
-            assert plan is not None
-            c = plan.counts
+            assert counts is not None
+            c = counts
             rows.append(
                 f"{size:>8,} {label:>6} {len(all_slices) // args.repeats:>6} "
                 f"{statistics.median(totals) * 1e3:>10.1f}ms {p95(totals) * 1e3:>7.1f}ms "

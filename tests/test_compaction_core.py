@@ -22,6 +22,7 @@ from memoryd.core.compaction import (
     compaction_steps,
     decayed_importance,
     plan_compaction,
+    planning_steps,
     still_holds,
 )
 from memoryd.core.entries import CATEGORIES, CATEGORY_TABLE
@@ -350,6 +351,23 @@ def test_slices_give_the_same_plan_as_one_pass(slice_size: int) -> None:
         compaction_steps(entries, NOW, policy, since=NOW - 3 * DAY, slice_size=slice_size)
     )
     assert sliced == whole
+
+
+def test_the_decisions_a_run_applies_are_the_plan_in_order() -> None:
+    """What the daemon's run applies, built one at a time from the planner's columns, is the
+    plan: expired, evicted, purged, decayed (a purge too: some entries archived long ago)."""
+    policy = CompactionPolicy(soft_limit=1_500, target=1_200)
+    entries = mixed(3_000, seed=5)
+    entries += [
+        entry(f"a{i}", days=400 + i, archived=True, archived_reason="stale") for i in range(3)
+    ]
+    whole = plan_compaction(entries, NOW, policy, since=NOW - 3 * DAY)
+    assert all((whole.counts.expired, whole.counts.evicted, whole.counts.purged))
+    *rest, planner = planning_steps(entries, NOW, policy, since=NOW - 3 * DAY, slice_size=333)
+    assert all(step is None for step in rest) and isinstance(planner, CompactionPlanner)
+    assert planner.counts() == whole.counts
+    applied = list(planner.decisions())
+    assert applied == [*whole.expired, *whole.evicted, *whole.purged, *whole.decayed]
 
 
 def test_planner_accepts_uneven_chunks_and_evicts_a_slice_at_a_time() -> None:

@@ -19,15 +19,15 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from itertools import chain
+from itertools import islice
 
 from memctl import protocol as p
 from memoryd import memtrim
 from memoryd.core.compaction import (
     DEFAULT_POLICY,
-    CompactionPlan,
+    CompactionPlanner,
     CompactionPolicy,
-    compaction_steps,
+    planning_steps,
 )
 from memoryd.core.events import (
     ArchivePurged,
@@ -121,19 +121,16 @@ class CompactionRun:
         project.accesses_since_compaction = 0
         project.flush_accesses()  # the access counts the plan reads are current
         since = project.last_compacted_at()
-        planning = compaction_steps(
+        planning = planning_steps(
             self._pages(), now, self._policy, since=since, slice_size=self._slice_size
         )
-        plan: CompactionPlan | None = None
-        while plan is None:  # a slice a step, the plan last
-            plan = next(planning)
+        planner: CompactionPlanner | None = None
+        while planner is None:  # a slice a step, every decision taken last
+            planner = next(planning)
             yield False
-        # The planner goes in a step of its own (~20 ms at 300,000 entries), not resumed to
-        # its end in the step that made the plan.
         del planning
-        yield False
+        c = planner.counts()
         if self.dry_run:
-            c = plan.counts
             self.result = p.CompactResult(
                 decayed=c.decayed,
                 expired=c.expired,
@@ -144,22 +141,21 @@ class CompactionRun:
                 dry_run=True,
             )
             return
-        # Each decision is let go once applied: freed all at once, a run's 400,000 would hold
-        # the owner thread ~80 ms at its end.
-        decisions: deque[CompactionEvent] = deque(
-            chain(plan.expired, plan.evicted, plan.purged, plan.decayed)
-        )
-        plan = None
-        yield False
+        # The planner holds its decisions as columns; each is built into an event when its
+        # batch is applied and let go after (core.compaction: "Memory").
+        left = c.decayed + c.expired + c.evicted + c.purged
+        decisions = planner.decisions()
+        del planner
         applied: Counter[type[CompactionEvent]] = Counter()
         size = self._batch_size
-        while decisions:
+        while left:
             yield from self._index_keeps_up(INDEX_BACKLOG)
             yield False
-            batch = [decisions.popleft() for _ in range(min(size, len(decisions)))]
+            batch = list(islice(decisions, min(size, left)))
+            left -= len(batch)
             began = time.perf_counter()
             kept = project.apply_compaction(
-                batch, ran_at=now, completed=not decisions, policy=self._policy
+                batch, ran_at=now, completed=not left, policy=self._policy
             )
             size = next_batch_size(size, time.perf_counter() - began)
             applied.update(type(d) for d in kept)

@@ -28,22 +28,38 @@ for long; ``compaction_steps`` drives it a slice at a time, ``plan_compaction`` 
 give the same plan. Eviction needs the global rank, but only the entries kept are ever fewer
 than ``target``: a bounded heap of the best ``target`` keys is kept while adding, so no slice
 sorts more than that.
+
+**Memory**: a run over 30,000 aged entries decides ~45,000 times, and held as events those took
+~11 MB of Python objects at once, whose arenas the heap kept after the run (bench/memory.py).
+The planner keeps its decisions as columns (ids, and their numbers in arrays: ~60 bytes each
+besides the id) and builds the events when asked: ``plan()`` all of them, ``decisions()`` one at
+a time as they are applied.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
+from typing import get_args
 
 import msgspec
 
 from memctl.protocol import Category, Entry
 from memoryd.core.entries import CATEGORY_TABLE
-from memoryd.core.events import ArchivePurged, EntryDecayed, EntryEvicted, EntryExpired
+from memoryd.core.events import (
+    ArchivePurged,
+    CompactionEvent,
+    EntryDecayed,
+    EntryEvicted,
+    EntryExpired,
+)
 
 DAY = 86_400.0
+# Each category's one string: a decision keeps it, not the copy its entry was read with.
+_CATEGORIES: dict[str, Category] = {c: c for c in get_args(Category)}
 SLICE_SIZE = 2_000  # entries per slice: see bench/compaction.py for what a slice costs
 
 
@@ -153,14 +169,23 @@ class CompactionPlanner:
         self._since = since
         self._policy = policy
         self._recent_cutoff = now - policy.recent_access_hours * 3600.0
-        self._decayed: list[EntryDecayed] = []
-        self._expired: list[EntryExpired] = []
-        self._evicted: list[EntryEvicted] = []
+        # Decisions as columns, built into events on demand (``_expiry``, ``_decay``, ...).
+        self._expired_ids: list[str] = []
+        self._expired_categories: list[Category] = []
+        self._expired_numbers = array("d")  # days since access, access count: 2 per decision
+        self._decayed_ids: list[str] = []
+        # importance, decayed from, decayed, days since access, status multiplier, access
+        # resistance: 6 per decision
+        self._decayed_numbers = array("d")
+        self._evicted_ids: list[str] = []
+        self._evicted_decayed = array("d")
         self._purged: list[ArchivePurged] = []
         self._active = 0  # after expiry, before eviction
         self._protected = 0  # active and never evictable: pinned or recently accessed
         self._archived = 0  # archived before this run and not purged
-        self._evictable: list[_RankKey] = []
+        # Evictable entries' rank keys (decayed importance, last access, id) as columns.
+        self._evictable_ids: list[str] = []
+        self._evictable_numbers = array("d")  # decayed importance, last access: 2 per entry
         self._best: list[_RankKey] = []  # min-heap of the best `target` evictable keys
         self._cutoff: _RankKey | None = None  # the lowest key kept, once evicting began
         self._evicting = False
@@ -199,16 +224,9 @@ class CompactionPlanner:
         days = days_since_access(entry, self._now)
         ttl = policy.ttl_days.get(entry.category)
         if ttl is not None and days > ttl and entry.access_count < policy.ttl_access_threshold:
-            self._expired.append(
-                EntryExpired(
-                    id=entry.id,
-                    category=entry.category,
-                    ttl_days=ttl,
-                    days_since_access=round(days, 3),
-                    access_count=entry.access_count,
-                    archived_at=self._now,
-                )
-            )
+            self._expired_ids.append(entry.id)
+            self._expired_categories.append(_CATEGORIES.get(entry.category, entry.category))
+            self._expired_numbers.extend((round(days, 3), entry.access_count))
             return
         decayed = decayed_importance(entry, self._now, policy)
         self._note_decay(entry, decayed, days)
@@ -218,7 +236,8 @@ class CompactionPlanner:
             self._protected += 1
             return
         key = (decayed, touched, entry.id)
-        self._evictable.append(key)
+        self._evictable_ids.append(entry.id)
+        self._evictable_numbers.extend((decayed, touched))
         if len(self._best) < policy.target:
             heapq.heappush(self._best, key)
         elif policy.target and key > self._best[0]:
@@ -233,16 +252,15 @@ class CompactionPlanner:
         )
         if _step(decayed, policy) >= _step(before, policy):
             return
-        self._decayed.append(
-            EntryDecayed(
-                id=entry.id,
-                importance=entry.importance,
-                decayed_from=before,
-                decayed=decayed,
-                days_since_access=round(days, 3),
-                status_multiplier=status_multiplier(entry, policy),
-                access_resistance=access_resistance(entry, policy),
-                decayed_at=self._now,
+        self._decayed_ids.append(entry.id)
+        self._decayed_numbers.extend(
+            (
+                entry.importance,
+                before,
+                decayed,
+                round(days, 3),
+                status_multiplier(entry, policy),
+                access_resistance(entry, policy),
             )
         )
 
@@ -253,13 +271,20 @@ class CompactionPlanner:
             self._start_evicting()
         if not self._must_evict():
             return True
-        end = min(len(self._evictable), self._cursor + max(1, limit))
+        ids, numbers = self._evictable_ids, self._evictable_numbers
+        end = min(len(ids), self._cursor + max(1, limit))
         cutoff = self._cutoff
-        for key in self._evictable[self._cursor : end]:
-            if cutoff is None or key < cutoff:
-                self._evicted.append(self._eviction(key))
+        for i in range(self._cursor, end):
+            decayed = numbers[2 * i]
+            if cutoff is None or (decayed, numbers[2 * i + 1], ids[i]) < cutoff:
+                self._evicted_ids.append(ids[i])
+                self._evicted_decayed.append(decayed)
         self._cursor = end
-        return end == len(self._evictable)
+        if end == len(ids):  # decided: the keys are done with
+            self._evictable_ids, self._evictable_numbers = [], array("d")
+            self._cursor = 0
+            return True
+        return False
 
     def _must_evict(self) -> bool:
         return self._active > self._policy.soft_limit
@@ -272,10 +297,23 @@ class CompactionPlanner:
         kept = heapq.nlargest(keep, self._best) if keep else []
         self._cutoff = kept[-1] if kept else None
 
-    def _eviction(self, key: _RankKey) -> EntryEvicted:
+    # The events, built from the columns.
+
+    def _expiry(self, i: int) -> EntryExpired:
+        category = self._expired_categories[i]
+        return EntryExpired(
+            id=self._expired_ids[i],
+            category=category,
+            ttl_days=self._policy.ttl_days[category],
+            days_since_access=self._expired_numbers[2 * i],
+            access_count=int(self._expired_numbers[2 * i + 1]),
+            archived_at=self._now,
+        )
+
+    def _eviction(self, i: int) -> EntryEvicted:
         return EntryEvicted(
-            id=key[2],
-            decayed=key[0],
+            id=self._evicted_ids[i],
+            decayed=self._evicted_decayed[i],
             cutoff=None if self._cutoff is None else self._cutoff[0],
             active_before=self._active,
             soft_limit=self._policy.soft_limit,
@@ -283,27 +321,65 @@ class CompactionPlanner:
             archived_at=self._now,
         )
 
-    def plan(self) -> CompactionPlan:
-        while not self.evict(len(self._evictable)):
+    def _decay(self, i: int) -> EntryDecayed:
+        n = self._decayed_numbers[6 * i : 6 * i + 6]
+        return EntryDecayed(
+            id=self._decayed_ids[i],
+            importance=n[0],
+            decayed_from=n[1],
+            decayed=n[2],
+            days_since_access=n[3],
+            status_multiplier=n[4],
+            access_resistance=n[5],
+            decayed_at=self._now,
+        )
+
+    def _decide(self) -> None:
+        while not self.evict(len(self._evictable_ids)):
             pass
-        expired, evicted = len(self._expired), len(self._evicted)
-        counts = CompactionCounts(
-            decayed=len(self._decayed),
+
+    def counts(self) -> CompactionCounts:
+        """What the run decided, in numbers (evictions decided first)."""
+        self._decide()
+        expired, evicted = len(self._expired_ids), len(self._evicted_ids)
+        return CompactionCounts(
+            decayed=len(self._decayed_ids),
             expired=expired,
             evicted=evicted,
             purged=len(self._purged),
             active=self._active - evicted,
             archived=self._archived + expired + evicted,
         )
+
+    def decisions(self) -> Iterator[CompactionEvent]:
+        """Every decision as an event, in the order a run applies them (expired, evicted,
+        purged, decayed), each built when taken and its id let go by the planner then: what a
+        run holds at once is the columns, not the events. Once only: ``plan`` and ``counts``
+        are not for after."""
+        self._decide()
+        yield from _taken(self._expired_ids, self._expiry)
+        yield from _taken(self._evicted_ids, self._eviction)
+        yield from self._purged
+        yield from _taken(self._decayed_ids, self._decay)
+
+    def plan(self) -> CompactionPlan:
+        counts = self.counts()
         return CompactionPlan(
             now=self._now,
             since=self._since,
-            decayed=tuple(self._decayed),
-            expired=tuple(self._expired),
-            evicted=tuple(self._evicted),
+            decayed=tuple(self._decay(i) for i in range(len(self._decayed_ids))),
+            expired=tuple(self._expiry(i) for i in range(len(self._expired_ids))),
+            evicted=tuple(self._eviction(i) for i in range(len(self._evicted_ids))),
             purged=tuple(self._purged),
             counts=counts,
         )
+
+
+def _taken(ids: list[str], build: Callable[[int], CompactionEvent]) -> Iterator[CompactionEvent]:
+    for i in range(len(ids)):
+        event = build(i)
+        ids[i] = ""  # the event holds the id now
+        yield event
 
 
 # --------------------------------------------------------------------------- drivers
@@ -334,6 +410,20 @@ def compaction_steps(
     """The same run a slice at a time: yields None after each slice of at most ``slice_size``
     entries (read from ``entries`` lazily) or evictions, and the plan last. The owner thread
     takes one step per turn and serves requests between two."""
+    for step in planning_steps(entries, now, policy, since=since, slice_size=slice_size):
+        yield None if step is None else step.plan()
+
+
+def planning_steps(
+    entries: Iterable[Entry],
+    now: float,
+    policy: CompactionPolicy = DEFAULT_POLICY,
+    *,
+    since: float | None = None,
+    slice_size: int = SLICE_SIZE,
+) -> Iterator[CompactionPlanner | None]:
+    """``compaction_steps``, but the planner last, every decision taken and none built into an
+    event yet (``CompactionPlanner.decisions``, ``counts``)."""
     planner = CompactionPlanner(now, policy, since=since)
     remaining = iter(entries)
     while chunk := list(islice(remaining, slice_size)):
@@ -341,7 +431,7 @@ def compaction_steps(
         yield None
     while not planner.evict(slice_size):
         yield None
-    yield planner.plan()
+    yield planner
 
 
 # --------------------------------------------------------------------------- applying

@@ -116,6 +116,29 @@ def _unavailable(path: Path, exc: sqlite3.Error) -> StoreUnavailable | None:
     )
 
 
+# Values an ``IN (...)`` list takes per statement, and the lengths its lists are padded to.
+# sqlite3 keeps every statement text it ran prepared (128 per connection), and a statement
+# costs ~200 bytes per placeholder: lists of every length up to 500 (a compaction's batches,
+# the index's pages) kept ~5 MB of prepared statements (bench/memory.py). Padded to a power
+# of two (the last value repeated: an IN list is a set), a query has at most a dozen texts.
+IN_CHUNK = 512
+_EXACT_UP_TO = 8
+
+
+def _in_list(values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """The placeholders of an ``IN (...)`` list of ``values`` (at least one) and its
+    parameters, padded to one of few lengths."""
+    n = len(values)
+    size = n if n <= _EXACT_UP_TO else 1 << (n - 1).bit_length()
+    return ",".join("?" * size), [*values, *[values[-1]] * (size - n)]
+
+
+def _in_chunks(values: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
+    """``_in_list`` of each chunk of at most ``IN_CHUNK`` values."""
+    for start in range(0, len(values), IN_CHUNK):
+        yield _in_list(values[start : start + IN_CHUNK])
+
+
 def _row_to_entry(row: tuple[Any, ...]) -> Entry:
     category: Category = row[3]
     return Entry(
@@ -479,12 +502,9 @@ class SqliteStore:
     def _finding_docs(self, fingerprints: Sequence[str]) -> list[str]:
         """The change-log ids of every finding with one of these fingerprints."""
         found: list[str] = []
-        for start in range(0, len(fingerprints), 500):
-            chunk = fingerprints[start : start + 500]
+        for marks, chunk in _in_chunks(fingerprints):
             rows = self._conn.execute(
-                f"SELECT id FROM findings WHERE fingerprint IN ({','.join('?' * len(chunk))})"
-                " ORDER BY id",
-                chunk,
+                f"SELECT id FROM findings WHERE fingerprint IN ({marks}) ORDER BY id", chunk
             )
             found += [FINDING_PREFIX + r[0] for r in rows]
         return found
@@ -642,13 +662,12 @@ class SqliteStore:
     def _drop_findings(self, session: str, ids: Sequence[str]) -> list[str]:
         # Only the session's own, and never one promoted: its entry's source points at it.
         gone: list[str] = []
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for marks, chunk in _in_chunks(ids):
             gone += (
                 i
                 for (i,) in self._conn.execute(
                     "SELECT id FROM findings WHERE session_id=? AND promoted_entry_id IS NULL"
-                    f" AND id IN ({','.join('?' * len(chunk))})",
+                    f" AND id IN ({marks})",
                     (session, *chunk),
                 )
             )
@@ -760,20 +779,17 @@ class SqliteStore:
     def unpromoted_findings(self, session_ids: Sequence[str], limit: int) -> list[SessionFinding]:
         if not session_ids:
             return []
-        marks = ",".join("?" * len(session_ids))
+        marks, sessions = _in_list(session_ids)
         return self._findings(
             f"session_id IN ({marks}) AND promoted_entry_id IS NULL AND {_UNSETTLED}",
-            session_ids,
+            sessions,
             f"ORDER BY importance DESC, transcript_offset, id LIMIT {int(limit)}",
         )
 
     def get_findings(self, ids: Sequence[str]) -> dict[str, SessionFinding]:
         found: dict[str, SessionFinding] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            found.update(
-                (f.id, f) for f in self._findings(f"id IN ({','.join('?' * len(chunk))})", chunk)
-            )
+        for marks, chunk in _in_chunks(ids):
+            found.update((f.id, f) for f in self._findings(f"id IN ({marks})", chunk))
         return found
 
     def awaiting_review(self, limit: int) -> list[SessionFinding]:
@@ -788,10 +804,9 @@ class SqliteStore:
 
     def settled_findings(self, ids: Sequence[str]) -> set[str]:
         settled: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for marks, chunk in _in_chunks(ids):
             rows = self._conn.execute(
-                f"SELECT id FROM findings WHERE id IN ({','.join('?' * len(chunk))})"
+                f"SELECT id FROM findings WHERE id IN ({marks})"
                 f" AND (promoted_entry_id IS NOT NULL OR NOT {_UNSETTLED})",
                 chunk,
             )
@@ -800,11 +815,9 @@ class SqliteStore:
 
     def promoted_findings(self, ids: Sequence[str]) -> set[str]:
         promoted: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for marks, chunk in _in_chunks(ids):
             rows = self._conn.execute(
-                f"SELECT id FROM findings WHERE id IN ({','.join('?' * len(chunk))})"
-                " AND promoted_entry_id IS NOT NULL",
+                f"SELECT id FROM findings WHERE id IN ({marks}) AND promoted_entry_id IS NOT NULL",
                 chunk,
             )
             promoted.update(r[0] for r in rows)
@@ -815,11 +828,10 @@ class SqliteStore:
     ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
         sessions: dict[str, set[str]] = {}
         agents: dict[str, set[str]] = {}
-        for start in range(0, len(fingerprints), 500):
-            chunk = fingerprints[start : start + 500]
+        for marks, chunk in _in_chunks(fingerprints):
             rows = self._conn.execute(
-                f"SELECT fingerprint, session_id, agent FROM findings"
-                f" WHERE fingerprint IN ({','.join('?' * len(chunk))})",
+                "SELECT fingerprint, session_id, agent FROM findings"
+                f" WHERE fingerprint IN ({marks})",
                 chunk,
             )
             for fp, session_id, agent in rows:
@@ -878,9 +890,7 @@ class SqliteStore:
 
     def get_many(self, ids: Sequence[str]) -> dict[str, Entry]:
         result: dict[str, Entry] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for marks, chunk in _in_chunks(ids):
             result.update((e.id, e) for e in self._select(f"id IN ({marks})", chunk))
         return result
 
@@ -974,12 +984,12 @@ class SqliteStore:
     def active_conflicts(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
+        marks, padded = _in_list(ids)
         rows = self._conn.execute(
             f"SELECT entry_a, entry_b FROM conflicts WHERE resolved_at IS NULL"
             f" AND (entry_a IN ({marks}) OR entry_b IN ({marks}))"
             " ORDER BY detected_at, entry_a, entry_b",
-            [*ids, *ids],
+            [*padded, *padded],
         )
         return [(a, b) for a, b in rows]
 
@@ -996,9 +1006,7 @@ class SqliteStore:
 
     def edges(self, ids: Sequence[str]) -> list[Edge]:
         found: dict[tuple[str, str, str], Edge] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for marks, chunk in _in_chunks(ids):
             rows = self._conn.execute(
                 f"SELECT source_id, target_id, relation, created_at FROM edges"
                 f" WHERE source_id IN ({marks}) UNION SELECT source_id, target_id, relation,"
@@ -1049,9 +1057,7 @@ class SqliteStore:
             rows = self._conn.execute(sql + " ORDER BY id").fetchall()
         else:
             rows = []
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for marks, chunk in _in_chunks(ids):
                 rows += self._conn.execute(f"{sql} WHERE id IN ({marks})", chunk).fetchall()
         return {i: Tombstone(id=i, fingerprint=f, updated_at=t, reason=r) for i, f, t, r in rows}
 
