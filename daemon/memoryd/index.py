@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import hashlib
 import math
 import posixpath
@@ -33,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
@@ -156,12 +157,12 @@ def _schema() -> tantivy.Schema:
     # entry | finding | hidden (a promoted finding, in no scope)
     sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")
     for scope in ("", ARCHIVED):  # TEXT_FIELDS, once for each scope
-        sb.add_text_field(scope + "content", tokenizer_name=ANALYZER)
+        sb.add_text_field(scope + "content", tokenizer_name=ANALYZER, index_option="freq")
         # unstemmed words, for loose matches
         sb.add_text_field(scope + "content_raw", index_option="basic")
-        sb.add_text_field(scope + "tags", tokenizer_name=ANALYZER)
-        sb.add_text_field(scope + "file_paths")
-        sb.add_text_field(scope + "category")
+        sb.add_text_field(scope + "tags", tokenizer_name=ANALYZER, index_option="freq")
+        sb.add_text_field(scope + "file_paths", index_option="freq")
+        sb.add_text_field(scope + "category", index_option="freq")
         sb.add_text_field(scope + "when", index_option="freq")  # the day it was said
     # A document's files, stored: file affinity reads them for one naming more places than
     # its place columns hold (``_file_match``).
@@ -197,7 +198,13 @@ def when_words(created_at: float) -> str:
     question "what did we decide in March 2025" or "on 2025-03-05" then matches it."""
     if created_at <= 0:
         return ""
-    day = datetime.fromtimestamp(created_at)
+    return _day_words(datetime.fromtimestamp(created_at).date())
+
+
+@functools.lru_cache(maxsize=1024)
+def _day_words(day: date) -> str:
+    """``when_words`` of a day (the calendar's names cost three ``strftime`` calls: a tenth of
+    indexing an entry, and a project's entries share few days)."""
     return (
         f"{day.year} {calendar.month_name[day.month]} {calendar.month_abbr[day.month]} "
         f"{day.month:02d} {day.day:02d} {calendar.day_name[day.weekday()]}"
@@ -268,7 +275,7 @@ def _doc(
     for field, text in texts.items():
         if searchable:
             doc.add_text(own + field, text)
-        if length := len(_STEMMER.analyze(text)) if text else 0:
+        if length := _length(text, field in _FEW_TEXTS):
             for scope in padded:
                 doc.add_text(scope + field, " ".join([PAD] * length))
     if searchable:  # loose matches score flat: no length to keep
@@ -278,6 +285,26 @@ def _doc(
     for path in file_paths:
         doc.add_text("paths_exact", path)
     return doc
+
+
+# Fields whose texts repeat across documents (a category, a day): their lengths are kept.
+_FEW_TEXTS = frozenset({"category", "when"})
+_LENGTHS: dict[str, int] = {}
+
+
+def _length(text: str, few: bool) -> int:
+    """The words tantivy indexes of ``text`` (its analyzers split and drop alike: the stemmer
+    changes words, not their count); kept for the texts of ``_FEW_TEXTS``."""
+    if not text:
+        return 0
+    if not few:
+        return len(_STEMMER.analyze(text))
+    length = _LENGTHS.get(text)
+    if length is None:
+        if len(_LENGTHS) >= 4096:
+            _LENGTHS.clear()
+        length = _LENGTHS[text] = len(_STEMMER.analyze(text))
+    return length
 
 
 @dataclass
