@@ -105,7 +105,6 @@ KIND_CODES = {"entry": 0, "finding": 1}
 # made tantivy score every match of the query (no block-max pruning), and an aged project holds
 # mostly archived entries (3.4 of 5.9 ms a search at 300,000 entries, 97 % archived).
 ARCHIVED = "archived_"
-TEXT_FIELDS = ("content", "content_raw", "tags", "file_paths", "category", "when")
 # The other scope's fields get as many of this token as the document's own fields hold words:
 # BM25 divides a field's length by its average over every document of the index, so each
 # document still counts its length in both scopes, as when both shared one set of fields. A
@@ -156,7 +155,7 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("id", stored=True, tokenizer_name="raw")
     # entry | finding | hidden (a promoted finding, in no scope)
     sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")
-    for scope in ("", ARCHIVED):  # TEXT_FIELDS, once for each scope
+    for scope in ("", ARCHIVED):  # the text fields, once for each scope
         sb.add_text_field(scope + "content", tokenizer_name=ANALYZER, index_option="freq")
         # unstemmed words, for loose matches
         sb.add_text_field(scope + "content_raw", index_option="basic")
@@ -275,7 +274,7 @@ def _doc(
     for field, text in texts.items():
         if searchable:
             doc.add_text(own + field, text)
-        if length := _length(text, field in _FEW_TEXTS):
+        if length := (_repeated_length if field in _FEW_TEXTS else _length)(text):
             for scope in padded:
                 doc.add_text(scope + field, " ".join([PAD] * length))
     if searchable:  # loose matches score flat: no length to keep
@@ -289,22 +288,15 @@ def _doc(
 
 # Fields whose texts repeat across documents (a category, a day): their lengths are kept.
 _FEW_TEXTS = frozenset({"category", "when"})
-_LENGTHS: dict[str, int] = {}
 
 
-def _length(text: str, few: bool) -> int:
+def _length(text: str) -> int:
     """The words tantivy indexes of ``text`` (its analyzers split and drop alike: the stemmer
-    changes words, not their count); kept for the texts of ``_FEW_TEXTS``."""
-    if not text:
-        return 0
-    if not few:
-        return len(_STEMMER.analyze(text))
-    length = _LENGTHS.get(text)
-    if length is None:
-        if len(_LENGTHS) >= 4096:
-            _LENGTHS.clear()
-        length = _LENGTHS[text] = len(_STEMMER.analyze(text))
-    return length
+    changes words, not their count)."""
+    return len(_STEMMER.analyze(text)) if text else 0
+
+
+_repeated_length = functools.lru_cache(maxsize=4096)(_length)
 
 
 @dataclass

@@ -7,6 +7,7 @@ switches to a cheaper scan when retrieval gets slow.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -367,19 +368,9 @@ def clears_floor(entry: p.Entry, wanted: Sequence[str], floor: int) -> bool:
 # The first five letters of the words of the texts the relevance floor met last: the same
 # entries come up prompt after prompt, and finding a text's words took most of the floor's
 # time. Kept as one string, each between NULs (~1 KB with its key, a set of them took ~5).
-_HEADS: dict[str, str] = {}
-HEADS_KEPT = 1024
-
-
+@functools.lru_cache(maxsize=1024)
 def _heads(text: str) -> str:
-    found = _HEADS.get(text)
-    if found is None:
-        heads = dict.fromkeys(x[:5] for x in retrieval.keywords(text))
-        found = "\0" + "\0".join(heads) + "\0"
-        if len(_HEADS) >= HEADS_KEPT:
-            _HEADS.clear()
-        _HEADS[text] = found
-    return found
+    return "\0" + "\0".join(dict.fromkeys(x[:5] for x in retrieval.keywords(text))) + "\0"
 
 
 def _matches(w: str, heads: str) -> bool:

@@ -358,7 +358,7 @@ class Bounds(dict[int, float]):
 
     def __missing__(self, code: int) -> float:
         category, status, accesses = unpack(code)
-        access = 1.0 + max(self._per_access, 0.0) * min(accesses, self._most)
+        access = 1.0 + self._per_access * min(accesses, self._most)  # ``valid``: ≥ 0
         self[code] = found = self._weights[category] * self._boosts[status] * access * self._best
         return found
 
