@@ -246,8 +246,15 @@ def running(env: Env, extra: dict[str, str]):
 
 
 def rss_mb(client: Client) -> float:
+    """The daemon's resident memory; its parts (heap and stacks, mapped files: the index, the
+    libraries) on stderr."""
     status = Path(f"/proc/{call(client, p.Hello())['pid']}/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) / 1024
+    kb = {k: int(status.split(f"{k}:")[1].split()[0]) for k in ("VmRSS", "RssAnon", "RssFile")}
+    progress(
+        f"  RSS {kb['VmRSS'] / 1024:.1f} MB: anonymous {kb['RssAnon'] / 1024:.1f}, "
+        f"files {kb['RssFile'] / 1024:.1f}"
+    )
+    return kb["VmRSS"] / 1024
 
 
 # --------------------------------------------------------------------------- measurements

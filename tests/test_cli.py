@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
-from conftest import Env, memctl, ok_json
+from conftest import BIN, Env, memctl, ok_json
 
 
 def test_status_shape(env: Env, daemon) -> None:
@@ -318,3 +320,31 @@ def test_only_the_command_run_is_built_and_the_rest_still_answers(env: Env) -> N
     assert helped.code == 0 and all(c in helped.stdout for c in ("remember", "bank", "mcp"))
     options = memctl(env, "bank", "write", "--help")
     assert options.code == 0 and "--mode" in options.stdout
+
+
+def test_output_that_cannot_be_written_is_an_error_and_a_closed_pipe_is_not(
+    env: Env, daemon
+) -> None:
+    """memctl exits without the interpreter's teardown (``launch.leave``): what the teardown
+    would have flushed is flushed first, and a write that fails is still reported (exit 120, as
+    Python's own exit), unless the reader has gone (``memctl list | head``)."""
+    ok_json(env, "remember", "Use pnpm, not npm, for the web workspace")
+    command = [str(BIN / "memctl"), "list", "--json"]
+    buffered = {k: v for k, v in env.environ().items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:  # every write fails: no space left on device
+        failed = subprocess.run(
+            command, stdout=full, stderr=subprocess.PIPE, env=buffered, cwd=env.project
+        )
+    assert failed.returncode == 120
+    assert b"cannot write the output" in failed.stderr and b"No space left" in failed.stderr
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before a byte was written
+    try:
+        piped = subprocess.run(
+            command, stdout=write_end, stderr=subprocess.PIPE, env=buffered, cwd=env.project
+        )
+    finally:
+        os.close(write_end)
+    assert piped.returncode == 0 and piped.stderr == b""
+    whole = memctl(env, "list", "--json")  # and through a pipe read to the end, all of it
+    assert whole.code == 0 and "pnpm" in json.loads(whole.stdout)["entries"][0]["content"]

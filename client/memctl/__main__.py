@@ -1,3 +1,3 @@
-from memctl.launch import main
+from memctl.launch import entry
 
-raise SystemExit(main())
+entry()

@@ -14,7 +14,12 @@ remove the mark before importing.
 
 from __future__ import annotations
 
+import os
 import sys
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: importing typing would import ``re``
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--project", "--timeout"})
 
@@ -38,6 +43,44 @@ def hook_main() -> int:
     from memctl.hook import run_words
 
     return run_words(["hook", *sys.argv[1:]])
+
+
+def entry() -> NoReturn:
+    """The ``memctl`` command (its console script): ``main``, then ``leave``."""
+    leave(main())
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with ``code`` once the command is done, without the interpreter's teardown: it frees
+    every module and object one by one, ~20 ms of CPU after a ``memctl`` command and ~135 ms
+    after the daemon's clean stop (its ~500 modules), for nothing a process about to end needs.
+
+    Only what the teardown would still do for us is done: stdout and stderr flushed (output
+    that cannot be written is an error, as at a normal exit, unless the reader has gone: a
+    pipe closed by ``head``). A thread still running (a server's) gets the normal exit, which
+    waits for it. Sockets need nothing: the client's have LINGER 0 and wait for their reply."""
+    threading = sys.modules.get("threading")  # not imported: no thread was started
+    if threading is not None and threading.active_count() > 1:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    except (OSError, ValueError) as exc:
+        _say(f"cannot write the output: {exc}")
+        code = code or 120  # what Python's own exit returns when this flush fails
+    _say("")
+    os._exit(code)
+
+
+def _say(text: str) -> None:
+    """``text`` on stderr (a line; nothing: a flush), if stderr takes it."""
+    try:
+        if text:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def command_of(argv: list[str]) -> str | None:

@@ -1,3 +1,3 @@
-from memoryd.cli import main
+from memoryd.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from memctl import __version__
 
@@ -32,6 +33,15 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--config", type=Path, help="config file (default as for run)")
     check.add_argument("--json", action="store_true", help="one JSON object")
     return parser
+
+
+def entry() -> NoReturn:
+    """The ``memoryd`` command (its console script): ``main``, then the exit without the
+    interpreter's teardown (``memctl.launch.leave``): ~135 ms of CPU at every stop of the
+    daemon, after its threads have ended and its files are closed."""
+    from memctl.launch import leave
+
+    leave(main())
 
 
 def main(argv: list[str] | None = None) -> int:
