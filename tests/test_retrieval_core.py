@@ -514,6 +514,50 @@ def test_an_idle_writer_is_let_go_and_the_next_write_takes_a_fresh_one(tmp_path:
         store.close()
 
 
+@given(st.text(max_size=40) | st.from_regex(r"[0-9a-fA-F]{30,34}", fullmatch=True))
+@example("f" * 32)
+@example("0" * 32)
+@example("0x" + "a" * 30)
+@example("_".join(["abcd"] * 8))
+@example(" " + "a" * 31)
+def test_an_id_is_read_by_column_only_when_that_gives_it_back(doc_id: str) -> None:
+    halves = index_module._id_halves(doc_id)
+    if halves is None:  # read from the store instead
+        assert not (len(doc_id) == 32 and set(doc_id) <= set("0123456789abcdef"))
+    else:
+        assert f"{halves[0]:016x}{halves[1]:016x}" == doc_id
+        assert all(0 <= half < 1 << 64 for half in halves)
+
+
+def test_ids_of_every_form_come_back_from_a_search(tmp_path: Path) -> None:
+    """Ranked hits' ids are read from two fast fields when the id is 32 hex digits, and from
+    the stored document otherwise (a finding's, one an import brought): both as they were."""
+    odd_ids = ["note-1", "F" * 32, "0" * 32, "f" * 32, "0x" + "1" * 30]
+    made = [f"{i:032x}" for i in (7, (1 << 128) - 2, 1 << 64)]
+    entries = tuple(
+        new_entry(
+            entry_id=entry_id,
+            content=f"The cache layer {n} evicts stale rows",
+            category="pattern",
+            status="confirmed",
+            now=NOW,
+            source=Source(kind="user"),
+        )
+        for n, entry_id in enumerate(odd_ids + made)
+    )
+    store = SqliteStore(tmp_path / "memory.db")
+    store.apply(EntriesImported(entries), 1)
+    index = SearchIndex(tmp_path / "index")
+    try:
+        index.sync(store)
+        hits = index.retrieve({"cache": 1.0}, scope="active", active_files=(), config=CFG, scan=20)
+        assert sorted(hits.ids([c.ref for c in hits.candidates])) == sorted(odd_ids + made)
+        assert sorted(index.ids()) == sorted(odd_ids + made)
+    finally:
+        index.close()
+        store.close()
+
+
 def test_the_day_an_entry_was_written_is_searchable(tmp_path: Path) -> None:
     # Two entries alike but for the day they were written (local noon, as a person dates it).
     march = datetime(2025, 3, 5, 12).timestamp()

@@ -59,7 +59,7 @@ from memoryd.worker import Worker
 
 META_ID = "__meta__"
 # Bump when the schema or what is indexed changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 # What a search looks through: the active entries; those and the session findings not promoted
@@ -153,6 +153,11 @@ def stem(word: str) -> str:
 def _schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("id", stored=True, tokenizer_name="raw")
+    # The id again, as two fast fields, when it is 32 hex digits (``_id_halves``: every id the
+    # daemon makes): the ids of ranked hits are read by column, not from stored documents (a
+    # block of them decompressed, and kept in tantivy's cache of 100 blocks a segment).
+    for half in ID_HALVES:
+        sb.add_unsigned_field(half, fast=True)
     # entry | finding | hidden (a promoted finding, in no scope)
     sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")
     for scope in ("", ARCHIVED):  # the text fields, once for each scope
@@ -283,7 +288,34 @@ def _doc(
         doc.add_integer(field, key)
     for path in file_paths:
         doc.add_text("paths_exact", path)
+    if (halves := _id_halves(doc_id)) is not None:
+        for half, value in zip(ID_HALVES, halves, strict=True):
+            doc.add_unsigned(half, value)
     return doc
+
+
+ID_HALVES = ("id_hi", "id_lo")
+
+
+def _id_halves(doc_id: str) -> tuple[int, int] | None:
+    """An id of 32 lowercase hex digits as two 64-bit numbers, or None for any other id (a
+    finding's, the meta document's, one an import brought): those are read from the store."""
+    try:
+        number = int(doc_id, 16)
+    except ValueError:
+        return None
+    if f"{number:032x}" != doc_id:  # int() also takes "0x", "_", spaces, capitals, any length
+        return None
+    return number >> 64, number & (1 << 64) - 1
+
+
+def _hex_ids(searcher: tantivy.Searcher, refs: list[tantivy.DocAddress]) -> list[str]:
+    """The ids of ``refs``: from their id columns, or, for an id that has none, stored."""
+    his, los = (searcher.fast_field_values(half, refs) for half in ID_HALVES)
+    return [
+        f"{hi:016x}{lo:016x}" if hi is not None else searcher.doc(ref)["id"][0]
+        for ref, hi, lo in zip(refs, his, los, strict=True)
+    ]
 
 
 # Fields whose texts repeat across documents (a category, a day): their lengths are kept.
@@ -312,7 +344,7 @@ class Hits:
         return self.columns.candidates()
 
     def ids(self, refs: Sequence[object]) -> list[str]:
-        return [self.searcher.doc(ref)["id"][0] for ref in refs]  # type: ignore[arg-type]
+        return _hex_ids(self.searcher, list(refs))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -969,7 +1001,7 @@ class SearchIndex:
         if not searcher.num_docs:
             return []
         hits = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False).hits
-        found = [searcher.doc(address)["id"][0] for _score, address in hits]
+        found = _hex_ids(searcher, [address for _score, address in hits])
         return [doc_id for doc_id in found if doc_id != META_ID]
 
     def state(self) -> IndexState:
