@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from xml.sax import saxutils
 
 import pytest
 from hypothesis import given
@@ -155,3 +156,12 @@ def test_session_start_sections_in_each_format() -> None:
     assert gemini.index("## Memory bank") < gemini.index("## Project memory")
     plain = _session_start("plain", text, "memoryd: tier=project")
     assert plain.startswith("Instruction files (") and "\nMemory bank (" in plain
+
+
+@given(st.text(alphabet=st.sampled_from("ab&<>\"'\n\r\t; #x0") | st.characters(), max_size=60))
+def test_escape_and_quoteattr_are_the_standard_librarys(text: str) -> None:
+    """formatting's own escape and quoteattr (xml.sax.saxutils would bring ssl into the daemon)
+    give what the standard library's give, quotes, entities and line breaks included."""
+    assert formatting.escape(text) == saxutils.escape(text)
+    assert formatting.escape(text, {'"': "&quot;"}) == saxutils.escape(text, {'"': "&quot;"})
+    assert formatting.quoteattr(text) == saxutils.quoteattr(text)

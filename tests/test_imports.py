@@ -297,3 +297,19 @@ def test_the_hook_answers_without_pyzmq_msgspec_argparse_or_typing(
     )
     assert "staging cluster" in json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
     assert out.stderr.split() == ["0", "[]"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")
+def test_the_daemon_maps_no_tls_library_until_an_llm_request_needs_one(
+    env: Env, daemon: Daemon
+) -> None:
+    """The standard library loads OpenSSL where it can (asyncio, hashlib, hmac): ~4 MB resident
+    for TLS and hashes the daemon does without; ``memoryd.cli`` imports them with it marked
+    absent, and drops the mark (the LLM endpoint's requests import the real ssl:
+    ``test_bank_llm``). What hashes (a project's slug, an entry, the audit chain) still works."""
+    assert daemon.proc is not None
+    ok_json(env, "remember", "Deploys always go through the staging cluster first")
+    assert ok_json(env, "check")["audit"] == "ok"  # the hash chain, verified
+    maps = Path(f"/proc/{daemon.proc.pid}/maps").read_text()
+    assert "libpython" in maps or "python" in maps  # the file names what the process maps
+    assert "_ssl" not in maps and "libssl" not in maps and "libcrypto" not in maps

@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    _without_openssl()
     from memoryd import app
     from memoryd.config import ConfigError
     from memoryd.runtime import AlreadyRunning, UnsafeRuntimeDir
@@ -72,6 +73,26 @@ def _run(args: argparse.Namespace) -> int:
     except (AlreadyRunning, UnsafeRuntimeDir) as exc:
         print(f"memoryd: {exc}", file=sys.stderr)
         return 1
+
+
+def _without_openssl() -> None:
+    """Import the standard library's modules that load OpenSSL when they can, with it marked
+    absent (``ssl``, ``_hashlib``), then drop the marks. Our dependencies import them (structlog
+    and APScheduler asyncio, pydantic hmac through secrets) and our code hashlib, for nothing
+    OpenSSL adds here: no TLS (a Unix socket) and hashes the builtin modules have (sha256,
+    blake2b); it costs ~4 MB of the daemon's resident memory. Each module takes the absence by
+    design: asyncio refuses TLS connections, hashlib and hmac use the builtin hashes. Anything
+    importing ssl later gets the real one: the optional LLM endpoint's requests (urllib)."""
+    marked = [name for name in ("ssl", "_hashlib") if name not in sys.modules]
+    for name in marked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        import asyncio  # noqa: F401
+        import hashlib  # noqa: F401
+        import hmac  # noqa: F401
+    finally:
+        for name in marked:
+            del sys.modules[name]
 
 
 def _check_config(args: argparse.Namespace) -> int:

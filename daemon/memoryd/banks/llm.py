@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import ipaddress
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import UTC, datetime
-from http.client import HTTPException, HTTPResponse
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 
 from memoryd.banks.llm_prompt import SYSTEM_PROMPT, user_message
 from memoryd.core.bank.router import ProcessedItem, route, validate_item
+
+if TYPE_CHECKING:
+    # urllib.request and http.client are imported where a request is made: with them comes
+    # ssl (OpenSSL's libcrypto, ~4 MB resident), which a daemon without an endpoint never uses.
+    import urllib.request
+    from http.client import HTTPResponse
 
 MAX_ANSWER_BYTES = 1 << 20
 MAX_LLM_ITEMS = 200
@@ -75,9 +78,19 @@ class _Completion(msgspec.Struct):
 _Items = Annotated[list[ProcessedItem], msgspec.Meta(max_length=MAX_LLM_ITEMS)]
 
 
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None  # urllib then raises HTTPError for the 3xx
+def _opener(loopback: bool) -> urllib.request.OpenerDirector:
+    """urllib's opener: redirects refused (urllib then raises HTTPError for the 3xx), and no
+    proxy for a loopback endpoint."""
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    handlers: list[urllib.request.BaseHandler] = [RefuseRedirects()]
+    if loopback:
+        handlers.append(urllib.request.ProxyHandler({}))
+    return urllib.request.build_opener(*handlers)
 
 
 class LlmProcessor:
@@ -91,10 +104,7 @@ class LlmProcessor:
         self.model = model
         self.timeout_s = timeout_s
         self._api_key = api_key or None
-        handlers: list[urllib.request.BaseHandler] = [_RefuseRedirects()]
-        if _is_loopback(self.url):
-            handlers.append(urllib.request.ProxyHandler({}))
-        self._opener = urllib.request.build_opener(*handlers)
+        self._opener = _opener(_is_loopback(self.url))
 
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
@@ -127,6 +137,10 @@ class LlmProcessor:
             raise LlmFailure("unexpected", type(exc).__name__) from None
 
     def _post(self, body: bytes) -> bytes:
+        import urllib.error
+        import urllib.request
+        from http.client import HTTPException
+
         request = urllib.request.Request(self.url, data=body, method="POST")
         request.add_header("Content-Type", "application/json")
         request.add_header("Accept", "application/json")
