@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 
+import pytest
 import zmq
 
 from conftest import Env, memctl
@@ -94,3 +97,46 @@ def test_the_schema_limits_are_checked_before_sending(env: Env) -> None:
     assert (
         error["error"] == "usage" and "<= 10000" in error["message"] and "$.n" in error["message"]
     )
+
+
+def test_a_peer_that_does_not_speak_zmtp_gets_the_request_through_pyzmq(env: Env) -> None:
+    """The commands' wire client meets a peer it does not expect (here one that answers its
+    greeting with another protocol's bytes): the attempt goes on through pyzmq, which waits for
+    a reply within the budget, instead of ending at once as for nobody listening."""
+    from memctl import protocol, zmtp
+    from memctl.transport import Client, DaemonUnavailable
+
+    env.socket.parent.mkdir(parents=True, mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(env.socket))
+    listener.listen(8)
+    greetings: list[bytes] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(1.0)
+                with contextlib.suppress(OSError):
+                    greetings.append(conn.recv(64))
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with Client(endpoint="ipc://" + str(env.socket)) as client:
+            started = time.perf_counter()
+            with pytest.raises(DaemonUnavailable, match="no reply within the time budget"):
+                client.call(protocol.Hello(), budget_s=0.6)
+            assert time.perf_counter() - started >= 0.6  # pyzmq waited out the budget
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert greetings[0] == zmtp.GREETING[: len(greetings[0])]  # the wire client came first
+    assert len(greetings) >= 2  # then libzmq (it sends its signature, then waits for ours)

@@ -313,3 +313,33 @@ def test_the_daemon_maps_no_tls_library_until_an_llm_request_needs_one(
     maps = Path(f"/proc/{daemon.proc.pid}/maps").read_text()
     assert "libpython" in maps or "python" in maps  # the file names what the process maps
     assert "_ssl" not in maps and "libssl" not in maps and "libcrypto" not in maps
+
+
+@pytest.mark.parametrize("transport", ["wire", "pyzmq"])
+def test_commands_speak_to_the_daemon_without_pyzmq_unless_told(
+    env: Env, daemon: Daemon, transport: str
+) -> None:
+    """Every command's requests go over ``memctl.zmtp`` (pyzmq's import was a fifth of a
+    command's time); ``MEMCTL_TRANSPORT=pyzmq`` sends them through pyzmq, with the same
+    answers."""
+    code = (
+        "import sys\n"
+        "from memctl import launch\n"
+        "for words in (['remember', 'Deploys go through the staging cluster'],"
+        " ['search', 'staging deploys']):\n"
+        "    sys.argv = ['memctl', '--json', *words]\n"
+        "    assert launch.main() == 0\n"
+        "print('zmq' in sys.modules, file=sys.stderr)\n"
+    )
+    extra = {"MEMCTL_TRANSPORT": "pyzmq"} if transport == "pyzmq" else {}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env.environ() | extra,
+        cwd=env.project,
+    )
+    remembered, found = (json.loads(line) for line in out.stdout.splitlines())
+    assert [hit["id"] for hit in found["results"]] == [remembered["id"]]
+    assert out.stderr.split() == [str(transport == "pyzmq")]

@@ -21,7 +21,8 @@ type, a reply it cannot read), the same request (same id: a retried change is an
 daemon's reply cache, not applied twice) goes through pyzmq as every other command does. No
 socket or a refused connection answers nothing at once; a daemon that closes the connection or
 says nothing after the request was sent answers nothing too (within the budget).
-``MEMCTL_HOOK_TRANSPORT=pyzmq`` runs the hook as before the wire client (argparse, pyzmq): the
+``MEMCTL_HOOK_TRANSPORT=pyzmq`` (or ``MEMCTL_TRANSPORT=pyzmq``, which every command follows) runs
+the hook as before the wire client (argparse, pyzmq): the
 way out should the wire client ever misbehave, and the baseline of the tests and the benchmark.
 """
 
@@ -90,7 +91,7 @@ SOURCE_LIMIT = 64
 # memctl.protocol's, which this module does not import (a test holds them equal).
 PROTOCOL_VERSION = 3
 BUDGET_S = 1.5  # as memctl.cli.QUICK_BUDGET_S: stdin, the request and the reply together
-TRANSPORT_ENV = "MEMCTL_HOOK_TRANSPORT"
+TRANSPORT_ENVS = ("MEMCTL_HOOK_TRANSPORT", "MEMCTL_TRANSPORT")  # memctl.transport's
 AGENTS: tuple[protocol.Agent, ...] = ("claude", "codex", "gemini")
 
 
@@ -112,7 +113,7 @@ def run_words(words: list[str]) -> int:
 
     A line this parser does not take apart for certain (an abbreviated option, ``--help``, a
     value argparse would refuse) goes to ``memctl.cli``, which answers it as it always has."""
-    opts = None if os.environ.get(TRANSPORT_ENV) == "pyzmq" else parse(words)
+    opts = None if _pyzmq_only() else parse(words)
     try:
         if opts is None:
             from memctl.cli import main as cli_main
@@ -366,7 +367,7 @@ class _Foreign(Exception):
 
 def _call(fields: dict[str, Any], deadline: float, client: Client | None) -> str:
     """The daemon's payload text for the request ``fields`` ("" for none, or on any failure)."""
-    if os.environ.get(TRANSPORT_ENV) != "pyzmq":
+    if not _pyzmq_only():
         path = paths.ipc_path(paths.endpoint())
         if path is not None:  # tcp:// is pyzmq's
             try:
@@ -376,6 +377,10 @@ def _call(fields: dict[str, Any], deadline: float, client: Client | None) -> str
             except (zmtp.Unexpected, _Foreign):
                 pass
     return _call_pyzmq(fields, deadline, client)
+
+
+def _pyzmq_only() -> bool:
+    return any(os.environ.get(name) == "pyzmq" for name in TRANSPORT_ENVS)
 
 
 def _text_of(frames: list[bytes], request_id: str) -> str:
@@ -440,7 +445,7 @@ def _call_pyzmq(fields: dict[str, Any], deadline: float, client: Client | None) 
     if budget <= 0:
         return ""
     own = client is None
-    client = client or Client(budget_s=budget)
+    client = client or Client(budget_s=budget, wire=False)
     try:
         reply = client.call(request, budget)
     except (DaemonUnavailable, MessageTooLarge):

@@ -1,9 +1,15 @@
 """Request/reply over ZeroMQ with a hard time budget (design §4 client transport).
 
-A DEALER socket with LINGER 0 and IMMEDIATE 1: nothing queues for a daemon that is not there and
-nothing blocks process exit. On a timeout the socket is closed and reopened and the request is
-sent once more (the daemon answers a repeated request id from its reply cache, so a retried
-``remember`` is not applied twice). The whole call never exceeds its budget.
+Each attempt is a DEALER connection of its own. Over the daemon's Unix socket it is spoken by
+``memctl.zmtp`` (stdlib only: importing pyzmq cost a ``memctl`` command ~15 ms, a fifth of its
+time); pyzmq speaks it when that module meets anything it does not expect, for a ``tcp://``
+endpoint, and always with ``MEMCTL_TRANSPORT=pyzmq`` (or the hook's ``MEMCTL_HOOK_TRANSPORT``).
+pyzmq's socket has LINGER 0 and IMMEDIATE 1: nothing queues for a daemon that is not there and
+nothing blocks process exit.
+
+On a timeout or a lost connection the request is sent once more on a fresh connection (the
+daemon answers a repeated request id from its reply cache, so a retried ``remember`` is not
+applied twice). The whole call never exceeds its budget; nobody listening ends it at once.
 """
 
 from __future__ import annotations
@@ -13,11 +19,12 @@ import time
 from typing import Any
 
 import msgspec
-import zmq
 
-from memctl import paths, protocol
+from memctl import paths, protocol, zmtp
 
 DEFAULT_BUDGET_S = 1.5
+# "pyzmq" in either: every attempt through pyzmq (the hook's variable came first).
+TRANSPORT_ENVS = ("MEMCTL_TRANSPORT", "MEMCTL_HOOK_TRANSPORT")
 
 
 class DaemonUnavailable(ConnectionError):
@@ -40,13 +47,19 @@ def new_request_id() -> str:
 class Client:
     """One client of the daemon, used for a single command or hook invocation."""
 
-    def __init__(self, endpoint: str | None = None, budget_s: float = DEFAULT_BUDGET_S) -> None:
+    def __init__(
+        self, endpoint: str | None = None, budget_s: float = DEFAULT_BUDGET_S, *, wire: bool = True
+    ) -> None:
+        """``wire``: False for pyzmq only (the hook's own way, when the wire client failed)."""
         self.endpoint = endpoint or paths.endpoint()
         self.budget_s = budget_s
-        self._ctx = zmq.Context()
+        self._ctx: Any = None  # pyzmq's context, made by the first attempt that needs it
+        wire = wire and all(os.environ.get(name) != "pyzmq" for name in TRANSPORT_ENVS)
+        self._wire_path = paths.ipc_path(self.endpoint) if wire else None
 
     def close(self) -> None:
-        self._ctx.destroy(linger=0)
+        if self._ctx is not None:
+            self._ctx.destroy(linger=0)
 
     def __enter__(self) -> Client:
         return self
@@ -82,6 +95,32 @@ class Client:
             raise DaemonUnavailable(self.endpoint, "no socket")
 
     def _attempt(self, frame: bytes, request_id: object, timeout_s: float) -> protocol.Reply | None:
+        """The reply, or None when there is none (yet) to wait for in this attempt."""
+        if self._wire_path is not None:
+            deadline = time.monotonic() + max(timeout_s, 0.0)
+            try:
+                frames = zmtp.request(self._wire_path, [frame], deadline)
+            except zmtp.Unreachable:
+                raise DaemonUnavailable(self.endpoint, "nobody listens") from None
+            except zmtp.Lost:
+                return None
+            except zmtp.Unexpected:
+                self._wire_path = None  # pyzmq from now on
+            else:
+                reply = _reply_of(frames, request_id)
+                if reply is not None:
+                    return reply
+                self._wire_path = None
+            timeout_s = deadline - time.monotonic()
+        return self._attempt_pyzmq(frame, request_id, timeout_s)
+
+    def _attempt_pyzmq(
+        self, frame: bytes, request_id: object, timeout_s: float
+    ) -> protocol.Reply | None:
+        import zmq
+
+        if self._ctx is None:
+            self._ctx = zmq.Context()
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.LINGER, 0)
@@ -103,6 +142,17 @@ class Client:
             return None
         finally:
             sock.close(linger=0)
+
+
+def _reply_of(frames: list[bytes], request_id: object) -> protocol.Reply | None:
+    """The reply ``frames`` hold to ``request_id``, or None for anything else."""
+    if len(frames) != 1:
+        return None
+    try:
+        reply = protocol.decode_reply(frames[0])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return reply if reply.id == request_id else None
 
 
 def _ms_left(deadline: float) -> int:

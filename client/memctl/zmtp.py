@@ -104,7 +104,7 @@ READY = frame(command(b"READY", properties({b"Socket-Type": b"DEALER", b"Identit
 class Connection:
     def __init__(self, path: str, deadline: float) -> None:
         self._deadline = deadline
-        self._buf = b""
+        self._buf = bytearray()  # appended to: a reply of megabytes is not copied per chunk
         self._handshaken = False
         self.peer: dict[bytes, bytes] = {}  # the peer's READY properties, names in lower case
         left = self._left()  # before the socket exists: nothing to close when time is up
@@ -149,7 +149,8 @@ class Connection:
             if not chunk:
                 raise self._gone("the peer closed the connection")
             self._buf += chunk
-        data, self._buf = self._buf[:n], self._buf[n:]
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
         return data
 
     def _gone(self, why: str) -> ZmtpError:
