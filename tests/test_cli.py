@@ -348,3 +348,18 @@ def test_output_that_cannot_be_written_is_an_error_and_a_closed_pipe_is_not(
     assert piped.returncode == 0 and piped.stderr == b""
     whole = memctl(env, "list", "--json")  # and through a pipe read to the end, all of it
     assert whole.code == 0 and "pnpm" in json.loads(whole.stdout)["entries"][0]["content"]
+
+
+def test_a_command_with_its_output_closed_at_start_exits_cleanly(env: Env, daemon) -> None:
+    """A descriptor closed before the command starts (Python's stream is then None): nothing
+    to write, nothing to flush, no traceback (``launch.leave``)."""
+    for closed in (1, 2):
+        result = subprocess.run(
+            [str(BIN / "memctl"), "--version"],
+            capture_output=True,
+            env=env.environ(),
+            cwd=env.project,
+            preexec_fn=lambda fd=closed: os.close(fd),
+        )
+        assert result.returncode == 0 and result.stderr == b"", (closed, result.stderr)
+        assert (result.stdout == b"") == (closed == 1)  # with stderr closed it still printed

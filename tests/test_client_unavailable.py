@@ -140,3 +140,17 @@ def test_a_peer_that_does_not_speak_zmtp_gets_the_request_through_pyzmq(env: Env
         listener.close()
     assert greetings[0] == zmtp.GREETING[: len(greetings[0])]  # the wire client came first
     assert len(greetings) >= 2  # then libzmq (it sends its signature, then waits for ours)
+
+
+def test_a_socket_nobody_listens_on_ends_the_command_at_once(env: Env) -> None:
+    """A socket file left by a daemon that is gone (bound, nobody listening: connections are
+    refused): the command says so at once instead of waiting out its budget."""
+    env.socket.parent.mkdir(parents=True, mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(env.socket))  # never listen(): connect() is refused
+    try:
+        result = memctl(env, "--timeout", "30", "remember", "hello")
+    finally:
+        stale.close()
+    assert result.code == 3
+    assert "memoryd is not running" in result.stderr and "nobody listens" in result.stderr

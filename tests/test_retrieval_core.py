@@ -514,8 +514,10 @@ def test_an_idle_writer_is_let_go_and_the_next_write_takes_a_fresh_one(tmp_path:
         store.close()
 
 
-@given(st.text(max_size=40) | st.from_regex(r"[0-9a-fA-F]{30,34}", fullmatch=True))
+@given(st.text(max_size=40) | st.from_regex(r"[-+0-9a-fA-F_ x]{30,34}", fullmatch=True))
 @example("f" * 32)
+@example("-" + "0" * 30 + "1")  # int() takes a sign: -1 has no unsigned half
+@example("+" + "f" * 31)
 @example("0" * 32)
 @example("0x" + "a" * 30)
 @example("_".join(["abcd"] * 8))
@@ -532,7 +534,7 @@ def test_an_id_is_read_by_column_only_when_that_gives_it_back(doc_id: str) -> No
 def test_ids_of_every_form_come_back_from_a_search(tmp_path: Path) -> None:
     """Ranked hits' ids are read from two fast fields when the id is 32 hex digits, and from
     the stored document otherwise (a finding's, one an import brought): both as they were."""
-    odd_ids = ["note-1", "F" * 32, "0" * 32, "f" * 32, "0x" + "1" * 30]
+    odd_ids = ["note-1", "F" * 32, "0" * 32, "f" * 32, "0x" + "1" * 30, "-" + "0" * 30 + "1"]
     made = [f"{i:032x}" for i in (7, (1 << 128) - 2, 1 << 64)]
     entries = tuple(
         new_entry(

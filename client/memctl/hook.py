@@ -18,7 +18,7 @@ packed by ``memctl.minipack`` (no msgspec); the JSON in and out goes through CPy
 ``memctl-hook`` and ``memctl hook`` reach ``main`` without argparse (``memctl.launch``). When the
 daemon's socket answers in a way the wire client does not expect (another ZMTP version or socket
 type, a reply it cannot read), the same request (same id: a retried change is answered from the
-daemon's reply cache, not applied twice) goes through pyzmq as every other command does. No
+daemon's reply cache, not applied twice) goes through pyzmq (``transport.Client``, pyzmq only). No
 socket or a refused connection answers nothing at once; a daemon that closes the connection or
 says nothing after the request was sent answers nothing too (within the budget).
 ``MEMCTL_HOOK_TRANSPORT=pyzmq`` (or ``MEMCTL_TRANSPORT=pyzmq``, which every command follows) runs
@@ -164,7 +164,7 @@ def parse(words: list[str]) -> Options | None:
 
 
 def run(s: Session) -> None:
-    """``memctl hook`` as parsed by ``memctl.cli``: its options and its pyzmq client."""
+    """``memctl hook`` as parsed by ``memctl.cli``: its options and its client."""
     a = s.args
     opts = Options(a.agent, a.event, a.project, a.timeout)
     try:
@@ -434,7 +434,7 @@ def _is_int(value: object) -> bool:
 
 
 def _call_pyzmq(fields: dict[str, Any], deadline: float, client: Client | None) -> str:
-    """The request through ``memctl.transport`` (pyzmq, msgspec), as every other command."""
+    """The request through ``memctl.transport`` with pyzmq alone (msgspec encoding it)."""
     import msgspec
 
     from memctl import protocol
@@ -444,15 +444,15 @@ def _call_pyzmq(fields: dict[str, Any], deadline: float, client: Client | None) 
     budget = deadline - time.monotonic()
     if budget <= 0:
         return ""
-    own = client is None
-    client = client or Client(budget_s=budget, wire=False)
+    # pyzmq alone: the wire client has had its try (``_call``), or is not to be used.
+    endpoint = client.endpoint if client is not None else None
+    pyzmq = Client(endpoint=endpoint, budget_s=budget, wire=False)
     try:
-        reply = client.call(request, budget)
+        reply = pyzmq.call(request, budget)
     except (DaemonUnavailable, MessageTooLarge):
         return ""
     finally:
-        if own:
-            client.close()
+        pyzmq.close()
     if not isinstance(reply, protocol.Ok):
         return ""
     try:

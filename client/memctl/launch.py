@@ -55,20 +55,23 @@ def leave(code: int) -> NoReturn:
     every module and object one by one, ~20 ms of CPU after a ``memctl`` command and ~135 ms
     after the daemon's clean stop (its ~500 modules), for nothing a process about to end needs.
 
-    Only what the teardown would still do for us is done: stdout and stderr flushed (output
-    that cannot be written is an error, as at a normal exit, unless the reader has gone: a
-    pipe closed by ``head``). A thread still running (a server's) gets the normal exit, which
-    waits for it. Sockets need nothing: the client's have LINGER 0 and wait for their reply."""
+    Only what the teardown would still do for us is done: stdout and stderr flushed. Output that
+    cannot be written is an error, as at a normal exit (120 for a command that had succeeded; a
+    failing one keeps its code), unless the reader has gone (a pipe closed by ``head``); a
+    stream that is closed, or None (a descriptor closed at start-up), is passed over. A thread
+    still running (a server's) gets the normal exit, which waits for it. Sockets need nothing:
+    the client's have LINGER 0 and wait for their reply."""
     threading = sys.modules.get("threading")  # not imported: no thread was started
     if threading is not None and threading.active_count() > 1:
         sys.exit(code)
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None and not sys.stdout.closed:
+            sys.stdout.flush()
     except BrokenPipeError:
         pass
     except (OSError, ValueError) as exc:
         _say(f"cannot write the output: {exc}")
-        code = code or 120  # what Python's own exit returns when this flush fails
+        code = code or 120
     _say("")
     os._exit(code)
 
@@ -76,10 +79,11 @@ def leave(code: int) -> NoReturn:
 def _say(text: str) -> None:
     """``text`` on stderr (a line; nothing: a flush), if stderr takes it."""
     try:
-        if text:
-            sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
+        if sys.stderr is not None and not sys.stderr.closed:
+            if text:
+                sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+    except Exception:  # nowhere left to say it
         pass
 
 

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import os
 import time
+from _thread import allocate_lock  # not threading: a command starts no thread
 from typing import Any
 
 import msgspec
 
 from memctl import paths, protocol, zmtp
+
+_CONTEXT_LOCK = allocate_lock()
 
 DEFAULT_BUDGET_S = 1.5
 # "pyzmq" in either: every attempt through pyzmq (the hook's variable came first).
@@ -58,8 +61,10 @@ class Client:
         self._wire_path = paths.ipc_path(self.endpoint) if wire else None
 
     def close(self) -> None:
-        if self._ctx is not None:
-            self._ctx.destroy(linger=0)
+        with _CONTEXT_LOCK:
+            ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            ctx.destroy(linger=0)
 
     def __enter__(self) -> Client:
         return self
@@ -83,7 +88,7 @@ class Client:
         while attempts_left:
             share = (deadline - time.monotonic()) / attempts_left
             attempts_left -= 1
-            reply = self._attempt(frame, request.id, share)
+            reply = self._attempt(frame, request.id, share, retry=attempts_left == 0)
             if reply is not None:
                 return reply
         raise DaemonUnavailable(self.endpoint, "no reply within the time budget")
@@ -94,23 +99,30 @@ class Client:
         if path is not None and not os.path.exists(path):
             raise DaemonUnavailable(self.endpoint, "no socket")
 
-    def _attempt(self, frame: bytes, request_id: object, timeout_s: float) -> protocol.Reply | None:
-        """The reply, or None when there is none (yet) to wait for in this attempt."""
+    def _attempt(
+        self, frame: bytes, request_id: object, timeout_s: float, *, retry: bool
+    ) -> protocol.Reply | None:
+        """The reply, or None when there is none (yet) to wait for in this attempt.
+
+        Over the wire client first; pyzmq gets the attempt when the peer is not what that
+        client expects (or its socket cannot be made), and on a retry that finds nobody
+        listening: a daemon restarting under the command, which pyzmq waits for (reconnecting)
+        until the deadline. Nobody listening at the first attempt ends the call at once."""
         if self._wire_path is not None:
             deadline = time.monotonic() + max(timeout_s, 0.0)
             try:
                 frames = zmtp.request(self._wire_path, [frame], deadline)
             except zmtp.Unreachable:
-                raise DaemonUnavailable(self.endpoint, "nobody listens") from None
+                if not retry:
+                    raise DaemonUnavailable(self.endpoint, "nobody listens") from None
             except zmtp.Lost:
                 return None
             except zmtp.Unexpected:
-                self._wire_path = None  # pyzmq from now on
+                pass
             else:
                 reply = _reply_of(frames, request_id)
                 if reply is not None:
                     return reply
-                self._wire_path = None
             timeout_s = deadline - time.monotonic()
         return self._attempt_pyzmq(frame, request_id, timeout_s)
 
@@ -119,8 +131,9 @@ class Client:
     ) -> protocol.Reply | None:
         import zmq
 
-        if self._ctx is None:
-            self._ctx = zmq.Context()
+        with _CONTEXT_LOCK:  # a Client serves the browser's and the MCP server's threads
+            if self._ctx is None:
+                self._ctx = zmq.Context()
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.LINGER, 0)

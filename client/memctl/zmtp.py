@@ -108,7 +108,10 @@ class Connection:
         self._handshaken = False
         self.peer: dict[bytes, bytes] = {}  # the peer's READY properties, names in lower case
         left = self._left()  # before the socket exists: nothing to close when time is up
-        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        except OSError as exc:  # out of descriptors: another client may have a way
+            raise Unexpected(f"socket: {exc}") from None
         try:
             self._sock.settimeout(left)
             self._sock.connect(path)

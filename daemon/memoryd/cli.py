@@ -82,8 +82,16 @@ def _without_openssl() -> None:
     OpenSSL adds here: no TLS (a Unix socket) and hashes the builtin modules have (sha256,
     blake2b); it costs ~4 MB of the daemon's resident memory. Each module takes the absence by
     design: asyncio refuses TLS connections, hashlib and hmac use the builtin hashes. Anything
-    importing ssl later gets the real one: the optional LLM endpoint's requests (urllib)."""
-    marked = [name for name in ("ssl", "_hashlib") if name not in sys.modules]
+    importing ssl later gets the real one: the optional LLM endpoint's requests (urllib).
+
+    A Python built with blake2 as its only builtin hash (``--with-builtin-hashlib-hashes``)
+    has sha256 from OpenSSL alone: there hashlib keeps it."""
+    import importlib.util
+
+    absent = ["ssl"]
+    if any(importlib.util.find_spec(name) for name in ("_sha256", "_sha2")):  # 3.11, 3.12+
+        absent.append("_hashlib")
+    marked = [name for name in absent if name not in sys.modules]
     for name in marked:
         sys.modules[name] = None  # type: ignore[assignment]
     try:

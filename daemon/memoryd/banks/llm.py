@@ -104,7 +104,7 @@ class LlmProcessor:
         self.model = model
         self.timeout_s = timeout_s
         self._api_key = api_key or None
-        self._opener = _opener(_is_loopback(self.url))
+        self._opener: urllib.request.OpenerDirector | None = None  # made by the first request
 
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
@@ -147,6 +147,8 @@ class LlmProcessor:
         if self._api_key:
             request.add_unredirected_header("Authorization", f"Bearer {self._api_key}")
         deadline = time.monotonic() + self.timeout_s
+        if self._opener is None:
+            self._opener = _opener(_is_loopback(self.url))
         try:
             with self._opener.open(request, timeout=self.timeout_s) as response:
                 if response.status != 200:
