@@ -149,7 +149,8 @@ def test_a_changed_file_is_merged_and_written_back_clean(env: Env, daemon: Daemo
     tomb = {"type": "tombstone", "id": doomed, "updated_at": by_id[doomed]["updated_at"] + 1}
     text = [json.dumps(r) for r in (*lines, newer, theirs, theirs, older, tomb)]
     text.insert(1, '{"type": "entry", "id": "broken", "content": ')  # cut short
-    (env.project / SHARE).write_text("\n".join(text) + "\n")
+    pulled = "\n".join(text) + "\n"
+    (env.project / SHARE).write_text(pulled)
 
     held = until(
         lambda: (found := listed(env)) and "f" * 32 in found and doomed not in found and found,
@@ -159,8 +160,13 @@ def test_a_changed_file_is_merged_and_written_back_clean(env: Env, daemon: Daemo
     assert held["f" * 32]["content"] == "Payments go through Stripe"
     assert held["f" * 32]["tags"] == ["billing"] and held["f" * 32]["created_at"] == 1_700_000_000
     # Written back in canonical form: one line per id, the bad line gone from the file...
+    # (The memory shows the merge before the file is written back: until then it is the file
+    # as pulled, bad line and all; any other content must parse, line by line.)
     until(
-        lambda: len(lines := read_share(env.project)) == len({r["id"] for r in lines}) == 3,
+        lambda: (
+            (env.project / SHARE).read_text() != pulled
+            and len(lines := read_share(env.project)) == len({r["id"] for r in lines}) == 3
+        ),
         "the file is written back without duplicates",
     )
     # ...but kept in the audit log, with the merge.
