@@ -7,6 +7,7 @@ a test can state what each one does.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import operator
@@ -410,19 +411,30 @@ def pruned(
     if most is None or n <= k * FIRST_READ:
         return read(range(n))
     ceiling = list(map(operator.mul, bm25, map(most.__getitem__, codes)))
-    first = sorted(ceiling, reverse=True)[k * FIRST_READ - 1]
-    taken = [i for i, c in enumerate(ceiling) if c >= first]
+    # Positions by bound, highest first, and the bounds negated in that order (ascending): the
+    # candidates whose bound reaches a score are a prefix, found by bisection.
+    by_ceiling = sorted(range(n), key=ceiling.__getitem__, reverse=True)
+    lowest_first = [-ceiling[i] for i in by_ceiling]
+
+    def reaching(score: float) -> list[int]:
+        return by_ceiling[: bisect.bisect_right(lowest_first, -score)]
+
+    taken = sorted(reaching(-lowest_first[k * FIRST_READ - 1]))
     columns, window, anchored = read(taken), config.neighbour_window_s, set()
+    by_time: list[int] = []  # positions by creation time, sorted when an anchor first needs it
+    times: list[float] = []
     while True:
         own = scores(columns, keeping.now, config)
         best = heapq.nlargest(k, range(len(own)), key=own.__getitem__)
-        kth = own[best[-1]]
-        more = {i for i, c in enumerate(ceiling) if c >= kth}
+        more = set(reaching(own[best[-1]]))
         for at in (columns.created_at[a] for a in _anchors(own, best, config)):
             if window > 0 and at > 0 and at not in anchored:  # its neighbours: read once
                 anchored.add(at)
+                if not by_time:
+                    by_time = sorted(range(n), key=created.__getitem__)
+                    times = [created[i] for i in by_time]
                 lo, hi = at - window, at + window
-                more.update([i for i, t in enumerate(created) if lo <= t <= hi])
+                more.update(by_time[bisect.bisect_left(times, lo) : bisect.bisect_right(times, hi)])
         more.difference_update(taken)
         if not more:
             return columns
