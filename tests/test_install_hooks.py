@@ -198,10 +198,11 @@ BROKEN = [
     ("[1, 2]", 2),
     ('{"hooks": []}', 0),
     ('{"hooks": {"SessionStart": 1}}', 0),
+    ("[" * 100_000 + "]" * 100_000, 2),  # nested past what json can read
 ]
 
 
-@pytest.mark.parametrize(("content", "uninstall_code"), BROKEN)
+@pytest.mark.parametrize(("content", "uninstall_code"), BROKEN, ids=lambda v: str(v)[:20])
 @pytest.mark.parametrize("agent", AGENTS)
 def test_unparsable_settings_are_refused(
     env: Env, home: Path, agent: str, content: str, uninstall_code: int
@@ -216,13 +217,18 @@ def test_unparsable_settings_are_refused(
     assert snapshot(path.parent) == {path.name: content.encode()}
 
 
-def test_unparsable_codex_config_is_refused(env: Env, home: Path) -> None:
+@pytest.mark.parametrize(
+    "content",
+    ["[features\ncodex_hooks = true\n", "a = " + "[" * 5_000 + "]" * 5_000 + "\n"],
+    ids=["broken", "too-deep"],
+)
+def test_unparsable_codex_config_is_refused(env: Env, home: Path, content: str) -> None:
     config = home / ".codex" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("[features\ncodex_hooks = true\n")
+    config.write_text(content)
     err = install(env, "codex", code=2)
     assert str(config) in err and "not valid TOML" in err
-    assert snapshot(config.parent) == {"config.toml": b"[features\ncodex_hooks = true\n"}
+    assert snapshot(config.parent) == {"config.toml": content.encode()}
 
 
 @pytest.mark.parametrize("scope", SCOPES)

@@ -147,7 +147,9 @@ def test_an_older_memoryd_entry_is_updated(env: Env, home: Path) -> None:
         'mcp_servers = { memoryd = { command = "x" } }\n',  # inline: not editable as lines
         'mcp_servers.memoryd.command = "x"\n',  # dotted keys
         "[mcp_servers\nbroken",  # not TOML
+        "a = " + "[" * 5_000 + "]" * 5_000 + "\n",  # nested past what tomllib can read
     ],
+    ids=["inline", "dotted", "broken", "too-deep"],
 )
 def test_codex_config_it_cannot_edit_safely_is_refused_and_unchanged(
     env: Env, home: Path, content: str
@@ -160,7 +162,11 @@ def test_codex_config_it_cannot_edit_safely_is_refused_and_unchanged(
     assert path.read_text() == content and backups(path) == []
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"mcpServers": [1]}'])
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", "[1, 2]", '{"mcpServers": [1]}', "[" * 100_000 + "]" * 100_000],
+    ids=["broken", "array", "servers-array", "too-deep"],
+)
 def test_json_it_cannot_edit_is_refused_and_unchanged(env: Env, home: Path, content: str) -> None:
     path = home / ".claude.json"
     path.write_text(content)

@@ -329,6 +329,10 @@ def load_json(path: str, text: str | None) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise Failed(f"{path} is not valid JSON ({exc}); nothing was changed", EXIT_USAGE) from None
+    except RecursionError:  # the decoder's answer to nesting deeper than Python's stack
+        raise Failed(
+            f"{path} is not valid JSON (nested too deeply to read); nothing was changed", EXIT_USAGE
+        ) from None
     if not isinstance(data, dict):
         raise Failed(f"{path} is not a JSON object; nothing was changed", EXIT_USAGE)
     return data
@@ -339,6 +343,10 @@ def load_toml(path: str, text: str) -> None:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise Failed(f"{path} is not valid TOML ({exc}); nothing was changed", EXIT_USAGE) from None
+    except RecursionError:  # tomllib's answer to nesting deeper than Python's stack
+        raise Failed(
+            f"{path} is not valid TOML (nested too deeply to read); nothing was changed", EXIT_USAGE
+        ) from None
 
 
 def apply(change: FileChange) -> str | None:
