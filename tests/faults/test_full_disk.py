@@ -131,6 +131,10 @@ def test_a_full_data_disk_names_the_cause_and_heals_without_a_restart(env: Env) 
         daemon = Daemon(env).start()
         try:
             assert ok_json(env, "search", "ledger Postgres")["results"]  # the project is open
+            # The compaction its opening started writes an event when it ends: before the disk
+            # is filled, or it is that event the disk refuses (the import is then refused with
+            # its cause, not its own).
+            until(lambda: ok_json(env, "compact")["done"], "the compaction of the opening")
             disk.fill(leave=4096)  # one page: a short audit line fits, SQLite's commit does not
             # One event longer than what is left: the journal refuses it.
             lines = "".join(
