@@ -193,9 +193,10 @@ def test_keywords_and_alias_expansion() -> None:
 # --------------------------------------------------------------------------- conflicts
 
 
-def _entry(i: int, content: str, category: str = "pattern", files: tuple[str, ...] = ()):
+def _entry(i: int | str, content: str, category: str = "pattern", files: tuple[str, ...] = ()):
+    """A confirmed entry; ``i`` a number (its id: 32 hex digits) or the id itself."""
     return new_entry(
-        entry_id=f"{i:032x}",
+        entry_id=f"{i:032x}" if isinstance(i, int) else i,
         content=content,
         category=category,
         status="confirmed",
@@ -537,14 +538,7 @@ def test_ids_of_every_form_come_back_from_a_search(tmp_path: Path) -> None:
     odd_ids = ["note-1", "F" * 32, "0" * 32, "f" * 32, "0x" + "1" * 30, "-" + "0" * 30 + "1"]
     made = [f"{i:032x}" for i in (7, (1 << 128) - 2, 1 << 64)]
     entries = tuple(
-        new_entry(
-            entry_id=entry_id,
-            content=f"The cache layer {n} evicts stale rows",
-            category="pattern",
-            status="confirmed",
-            now=NOW,
-            source=Source(kind="user"),
-        )
+        _entry(entry_id, f"The cache layer {n} evicts stale rows")
         for n, entry_id in enumerate(odd_ids + made)
     )
     store = SqliteStore(tmp_path / "memory.db")

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
     from memctl import protocol
     from memctl.cli import Session
-    from memctl.transport import Client
 
 # Per agent: its event name -> (our Hook.event, whether the agent reads context from stdout for
 # it). Events not listed are ignored without asking the daemon.
@@ -91,7 +90,6 @@ SOURCE_LIMIT = 64
 # memctl.protocol's, which this module does not import (a test holds them equal).
 PROTOCOL_VERSION = 3
 BUDGET_S = 1.5  # as memctl.cli.QUICK_BUDGET_S: stdin, the request and the reply together
-TRANSPORT_ENVS = ("MEMCTL_HOOK_TRANSPORT", "MEMCTL_TRANSPORT")  # memctl.transport's
 AGENTS: tuple[protocol.Agent, ...] = ("claude", "codex", "gemini")
 
 
@@ -113,7 +111,7 @@ def run_words(words: list[str]) -> int:
 
     A line this parser does not take apart for certain (an abbreviated option, ``--help``, a
     value argparse would refuse) goes to ``memctl.cli``, which answers it as it always has."""
-    opts = None if _pyzmq_only() else parse(words)
+    opts = None if paths.pyzmq_only() else parse(words)
     try:
         if opts is None:
             from memctl.cli import main as cli_main
@@ -168,20 +166,18 @@ def run(s: Session) -> None:
     a = s.args
     opts = Options(a.agent, a.event, a.project, a.timeout)
     try:
-        answer(opts, time.monotonic() + s.client.budget_s, s.project, s.client)
+        answer(opts, time.monotonic() + s.client.budget_s, s.project)
     except Exception:  # the agent must see exit 0 and nothing on stdout, whatever broke
         return
 
 
-def answer(
-    opts: Options, deadline: float, project: str | None = None, client: Client | None = None
-) -> None:
-    out = _answer(opts, deadline, project or os.path.abspath(opts.project or paths.cwd()), client)
+def answer(opts: Options, deadline: float, project: str | None = None) -> None:
+    out = _answer(opts, deadline, project or os.path.abspath(opts.project or paths.cwd()))
     if out:
         _emit(out)
 
 
-def _answer(opts: Options, deadline: float, cwd_project: str, client: Client | None) -> bytes:
+def _answer(opts: Options, deadline: float, cwd_project: str) -> bytes:
     payload = _read_payload(deadline)
     if payload is None:
         return b""
@@ -194,7 +190,7 @@ def _answer(opts: Options, deadline: float, cwd_project: str, client: Client | N
     fields = translate(agent, kind, payload, project)
     fields["project_explicit"] = bool(opts.project)
     fields["id"] = os.urandom(16).hex()  # as memctl.transport.new_request_id
-    text = _call(fields, deadline, client)
+    text = _call(fields, deadline)
     return render(event, text) if answers and text else b""
 
 
@@ -365,9 +361,9 @@ class _Foreign(Exception):
     """A reply the wire client cannot vouch for: msgspec and pyzmq get the question."""
 
 
-def _call(fields: dict[str, Any], deadline: float, client: Client | None) -> str:
+def _call(fields: dict[str, Any], deadline: float) -> str:
     """The daemon's payload text for the request ``fields`` ("" for none, or on any failure)."""
-    if not _pyzmq_only():
+    if not paths.pyzmq_only():
         path = paths.ipc_path(paths.endpoint())
         if path is not None:  # tcp:// is pyzmq's
             try:
@@ -376,11 +372,7 @@ def _call(fields: dict[str, Any], deadline: float, client: Client | None) -> str
                 return ""  # nobody there, or the daemon dropped us: no waiting out the budget
             except (zmtp.Unexpected, _Foreign):
                 pass
-    return _call_pyzmq(fields, deadline, client)
-
-
-def _pyzmq_only() -> bool:
-    return any(os.environ.get(name) == "pyzmq" for name in TRANSPORT_ENVS)
+    return _call_pyzmq(fields, deadline)
 
 
 def _text_of(frames: list[bytes], request_id: str) -> str:
@@ -433,7 +425,7 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _call_pyzmq(fields: dict[str, Any], deadline: float, client: Client | None) -> str:
+def _call_pyzmq(fields: dict[str, Any], deadline: float) -> str:
     """The request through ``memctl.transport`` with pyzmq alone (msgspec encoding it)."""
     import msgspec
 
@@ -445,8 +437,7 @@ def _call_pyzmq(fields: dict[str, Any], deadline: float, client: Client | None) 
     if budget <= 0:
         return ""
     # pyzmq alone: the wire client has had its try (``_call``), or is not to be used.
-    endpoint = client.endpoint if client is not None else None
-    pyzmq = Client(endpoint=endpoint, budget_s=budget, wire=False)
+    pyzmq = Client(budget_s=budget, wire=False)
     try:
         reply = pyzmq.call(request, budget)
     except (DaemonUnavailable, MessageTooLarge):

@@ -52,3 +52,13 @@ def endpoint() -> str:
 def ipc_path(ep: str) -> str | None:
     """The filesystem path of an ``ipc://`` endpoint, or None for other transports."""
     return ep.removeprefix("ipc://") if ep.startswith("ipc://") else None
+
+
+# "pyzmq" in either: every request through pyzmq, not the wire client (``memctl.zmtp``): the way
+# out should it ever misbehave. The hook's variable came first; the other is every command's.
+TRANSPORT_ENVS = ("MEMCTL_TRANSPORT", "MEMCTL_HOOK_TRANSPORT")
+
+
+def pyzmq_only() -> bool:
+    """Whether the environment asks for pyzmq alone (``TRANSPORT_ENVS``)."""
+    return any(os.environ.get(name) == "pyzmq" for name in TRANSPORT_ENVS)

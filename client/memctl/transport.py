@@ -26,8 +26,6 @@ from memctl import paths, protocol, zmtp
 _CONTEXT_LOCK = allocate_lock()
 
 DEFAULT_BUDGET_S = 1.5
-# "pyzmq" in either: every attempt through pyzmq (the hook's variable came first).
-TRANSPORT_ENVS = ("MEMCTL_TRANSPORT", "MEMCTL_HOOK_TRANSPORT")
 
 
 class DaemonUnavailable(ConnectionError):
@@ -57,7 +55,7 @@ class Client:
         self.endpoint = endpoint or paths.endpoint()
         self.budget_s = budget_s
         self._ctx: Any = None  # pyzmq's context, made by the first attempt that needs it
-        wire = wire and all(os.environ.get(name) != "pyzmq" for name in TRANSPORT_ENVS)
+        wire = wire and not paths.pyzmq_only()
         self._wire_path = paths.ipc_path(self.endpoint) if wire else None
 
     def close(self) -> None:

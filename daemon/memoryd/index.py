@@ -99,6 +99,9 @@ REBUILD_ABOVE = 20_000
 # Entries a rebuild step writes: some 40 ms of the owner thread (30,000 entries rebuild in ~2.3 s).
 REBUILD_PAGE = 500
 KIND_CODES = {"entry": 0, "finding": 1}
+# A 32-hex-digit id's two halves, as fast fields (``_id_halves``).
+ID_HALVES = ("id_hi", "id_lo")
+_HEX = "0123456789abcdef"
 # A document's words go in the text fields of its scope: the active ones (active entries and
 # findings not promoted yet) or those named with this prefix (archived entries). A search reads
 # its scope's fields only, so it never scores another scope's matches: a filter clause instead
@@ -294,9 +297,6 @@ def _doc(
     return doc
 
 
-ID_HALVES = ("id_hi", "id_lo")
-
-
 def _id_halves(doc_id: str) -> tuple[int, int] | None:
     """An id of 32 lowercase hex digits as two 64-bit numbers, or None for any other id (a
     finding's, the meta document's, one an import brought): those are read from the store."""
@@ -304,9 +304,6 @@ def _id_halves(doc_id: str) -> tuple[int, int] | None:
         return None
     number = int(doc_id, 16)
     return number >> 64, number & (1 << 64) - 1
-
-
-_HEX = "0123456789abcdef"
 
 
 def _hex_ids(searcher: tantivy.Searcher, refs: list[tantivy.DocAddress]) -> list[str]:

@@ -419,7 +419,7 @@ def pruned(
     def reaching(score: float) -> list[int]:
         return by_ceiling[: bisect.bisect_right(lowest_first, -score)]
 
-    taken = sorted(reaching(-lowest_first[k * FIRST_READ - 1]))
+    taken = sorted(reaching(ceiling[by_ceiling[k * FIRST_READ - 1]]))  # the first read
     columns, window, anchored = read(taken), config.neighbour_window_s, set()
     by_time: list[int] = []  # positions by creation time, sorted when an anchor first needs it
     times: list[float] = []
