@@ -101,8 +101,10 @@ def test_the_schema_limits_are_checked_before_sending(env: Env) -> None:
 
 def test_a_peer_that_does_not_speak_zmtp_gets_the_request_through_pyzmq(env: Env) -> None:
     """The commands' wire client meets a peer it does not expect (here one that answers its
-    greeting with another protocol's bytes): the attempt goes on through pyzmq, which waits for
-    a reply within the budget, instead of ending at once as for nobody listening."""
+    greeting with another protocol's bytes): the attempt goes on through pyzmq, which connects
+    to it too (libzmq's own greeting reaches the peer), and the call ends without a reply within
+    the budget, not as for nobody listening. (pyzmq may give an attempt up before its share of
+    the budget when the peer drops the connection: the time is not what this shows.)"""
     from memctl import protocol, zmtp
     from memctl.transport import Client, DaemonUnavailable
 
@@ -129,17 +131,18 @@ def test_a_peer_that_does_not_speak_zmtp_gets_the_request_through_pyzmq(env: Env
     thread = threading.Thread(target=serve)
     thread.start()
     try:
-        with Client(endpoint="ipc://" + str(env.socket)) as client:
-            started = time.perf_counter()
-            with pytest.raises(DaemonUnavailable, match="no reply within the time budget"):
-                client.call(protocol.Hello(), budget_s=0.6)
-            assert time.perf_counter() - started >= 0.6  # pyzmq waited out the budget
+        with (
+            Client(endpoint="ipc://" + str(env.socket)) as client,
+            pytest.raises(DaemonUnavailable, match="no reply within the time budget"),
+        ):
+            client.call(protocol.Hello(), budget_s=0.6)
     finally:
         stop.set()
         thread.join()
         listener.close()
     assert greetings[0] == zmtp.GREETING[: len(greetings[0])]  # the wire client came first
-    assert len(greetings) >= 2  # then libzmq (it sends its signature, then waits for ours)
+    # then libzmq: its signature has a 1 where ours has 0 (the length byte ZMTP 1.0 peers read)
+    assert any(len(g) > 8 and g[8] == 1 for g in greetings[1:]), greetings
 
 
 def test_a_socket_nobody_listens_on_ends_the_command_at_once(env: Env) -> None:
