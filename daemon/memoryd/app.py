@@ -195,6 +195,7 @@ class Daemon:
             rules=(*DEFAULT_RULES, *load_user_rules(settings.rules)),
             checkpoint_every=settings.checkpoint_every,
             idle_minutes=settings.idle_minutes,
+            hook_wait_s=settings.hook_wait_s,
             default_preset=settings.preset,
             log=self.log,
             roots=[(os.path.expanduser(r.path), r.agent) for r in settings.roots],

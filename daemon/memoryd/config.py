@@ -247,6 +247,13 @@ class CaptureSettings(_Section):
     idle_minutes: float = Field(
         30, gt=0, description="A session with no new line for this long is finalized."
     )
+    hook_wait_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="A turn's or session's end hook waits this long for its transcript to be "
+        "read (the rest is read after it is answered).",
+    )
     checkpoint_every: int = Field(10, ge=1, description="Messages between session checkpoints.")
     preset: Literal["conservative", "balanced", "aggressive"] = Field(
         "balanced", description="Promotion preset for projects that chose none (memctl config)."

@@ -128,6 +128,7 @@ class CaptureService:
         rules: tuple[ExtractionRule, ...],
         checkpoint_every: int = 10,
         idle_minutes: float = 30.0,
+        hook_wait_s: float = 1.0,
         default_preset: Preset = "balanced",
         clock: Callable[[], float] = time.time,
         log: Any = None,
@@ -146,6 +147,8 @@ class CaptureService:
         self._rules = rules
         self.checkpoint_every = checkpoint_every
         self.idle_s = idle_minutes * 60
+        # How long a turn's or a session's end hook waits for its transcript to be read.
+        self.hook_wait_s = hook_wait_s
         self.default_preset = default_preset
         self._clock = clock
         self._log = log
@@ -157,6 +160,9 @@ class CaptureService:
         self._backlog_bytes = p.Progress(done=0, total=0)
         # Transcripts read a slice at a time, with more of them to read (path → agent).
         self._continuing: dict[str, Agent] = {}
+        # Sessions whose end a hook announced while their transcript was still being read,
+        # with the time (monotonic) until which the hook waits to close them itself.
+        self._close_when_read: dict[str, float] = {}
         self._cursors = self._load_cursors()
         self._cursors_dirty = False
         self.stats: dict[str, Any] = {
@@ -217,6 +223,7 @@ class CaptureService:
         if self._continuing:
             path, agent = next(iter(self._continuing.items()))
             self.file_changed(path, agent)
+            self._close_if_read(path)
         elif self._backlog:
             path, unread = self._backlog.popleft()
             try:
@@ -229,12 +236,22 @@ class CaptureService:
     def backlog_pending(self) -> bool:
         return bool(self._backlog or self._continuing)
 
-    def file_changed(
-        self, path: str, agent: Agent | None = None, *, whole: bool = False
-    ) -> LiveSession | None:
-        """Read what is new in ``path`` (a slice of it, or all with ``whole``: a hook needs
-        the transcript up to date); checkpoint findings when there are new messages. What a
-        slice leaves is read by ``work_backlog``, a slice per loop turn."""
+    def reading(self, path: str | None) -> bool:
+        """Whether what is new in ``path`` is still being read, a slice per loop turn."""
+        return path is not None and path in self._continuing
+
+    def _close_if_read(self, path: str) -> None:
+        """Close the session of ``path`` once it is read, if its end's hook stopped waiting
+        for that (``finalize_session``); while the hook still waits, its next run closes it."""
+        until = self._close_when_read.get(path)
+        if until is None or self.reading(path) or time.monotonic() < until:
+            return
+        del self._close_when_read[path]
+        self.finalize(path, "session_end")
+
+    def file_changed(self, path: str, agent: Agent | None = None) -> LiveSession | None:
+        """Read a slice of what is new in ``path``; checkpoint findings when there are new
+        messages. What the slice leaves is read by ``work_backlog``, a slice per loop turn."""
         agent = agent or parsers.detect_agent(path)
         self._continuing.pop(path, None)
         if agent is None:
@@ -256,7 +273,7 @@ class CaptureService:
                 return None  # finished and nothing new: do not even parse it
             live = self._open(path, agent)
         before = len(live.messages)
-        if self._read(live, whole):
+        if self._read(live):
             self._continuing[path] = agent
         if len(live.messages) > before:
             live.finalized = False
@@ -308,9 +325,8 @@ class CaptureService:
             if not chunk.more:
                 return messages
 
-    def _read(self, live: LiveSession, whole: bool) -> bool:
-        """Read a slice of what is new (all of it with ``whole``); returns whether more is
-        waiting to be read."""
+    def _read(self, live: LiveSession) -> bool:
+        """Read a slice of what is new; returns whether more is waiting to be read."""
         if live.path.endswith(".json"):
             data, live.cursor = read_document(live.path, live.cursor)
             if data is not None:
@@ -318,20 +334,18 @@ class CaptureService:
                 self._accept(live, parsers.parse_document(data, live.state))  # type: ignore[arg-type]
             return False
         started = time.perf_counter()
-        while True:
-            chunk = read_new(live.path, live.cursor, slice_bytes=SLICE_BYTES)
-            if chunk.restarted and live.cursor is not None:
-                # Truncated or replaced: the file is a new transcript from its first line.
-                live.restart(parsers.new_state(live.agent, live.path))
-            live.cursor = chunk.cursor
-            for i, (offset, line) in enumerate(chunk.lines):
-                if i and not whole and time.perf_counter() - started > STEP_BUDGET_S:
-                    # Out of time: the next step goes on from this line.
-                    live.cursor = Cursor(path=live.path, inode=chunk.cursor.inode, offset=offset)
-                    return True
-                self._accept(live, parsers.parse_line(live.agent, line, offset, live.state))
-            if not chunk.more or not whole:
-                return chunk.more
+        chunk = read_new(live.path, live.cursor, slice_bytes=SLICE_BYTES)
+        if chunk.restarted and live.cursor is not None:
+            # Truncated or replaced: the file is a new transcript from its first line.
+            live.restart(parsers.new_state(live.agent, live.path))
+        live.cursor = chunk.cursor
+        for i, (offset, line) in enumerate(chunk.lines):
+            if i and time.perf_counter() - started > STEP_BUDGET_S:
+                # Out of time: the next step goes on from this line.
+                live.cursor = Cursor(path=live.path, inode=chunk.cursor.inode, offset=offset)
+                return True
+            self._accept(live, parsers.parse_line(live.agent, line, offset, live.state))
+        return chunk.more
 
     def _accept(self, live: LiveSession, messages: list[Message]) -> None:
         for message in messages:
@@ -520,11 +534,25 @@ class CaptureService:
         return done
 
     def finalize_session(
-        self, project: ProjectMemory, transcript_path: str | None, agent: Agent
-    ) -> bool:
-        """The agent says its session ended: read what is new in its transcript, then close it."""
+        self,
+        project: ProjectMemory,
+        transcript_path: str | None,
+        agent: Agent,
+        *,
+        waiting_until: float,
+    ) -> bool | None:
+        """The agent says its session ended: read what is new in its transcript, then close it.
+        None while there is more to read (``reading``): the hook waits for it, and its next run
+        closes the session; once ``waiting_until`` (monotonic) has passed, the hook has stopped
+        waiting, and the reading closes it when done."""
         live = self._hooked(project, transcript_path, agent)
-        return live is not None and self.finalize(live.path, "session_end")
+        if live is None:
+            return False
+        if self.reading(live.path):
+            self._close_when_read.setdefault(live.path, waiting_until)
+            return None
+        self._close_when_read.pop(live.path, None)
+        return self.finalize(live.path, "session_end")
 
     def turn_ended(self, project: ProjectMemory, transcript_path: str | None, agent: Agent) -> bool:
         """A turn ended (Claude's and Codex's ``Stop``): a checkpoint of what is new in the
@@ -580,11 +608,13 @@ class CaptureService:
     def _hooked(
         self, project: ProjectMemory, transcript_path: str | None, agent: Agent
     ) -> LiveSession | None:
-        """The session a hook names, read up to date; the hook handler has ``admit``-ted its
-        path."""
+        """The session a hook names, read a slice further (the hook handler has ``admit``-ted
+        its path). The rest of a large append is read a slice per loop turn, the hook waiting
+        for it (``reading``): read in one step, it held the owner thread, and every other
+        client's prompt, for as long as it took (~1 s for 30 MB)."""
         if not transcript_path or parsers.detect_agent(transcript_path) != agent:
             return None
-        live = self.file_changed(transcript_path, agent, whole=True)
+        live = self.file_changed(transcript_path, agent)
         if live is None:
             return None
         if self._project(live) is None:

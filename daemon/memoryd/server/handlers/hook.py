@@ -3,6 +3,7 @@ ends, a session ends."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,13 +17,15 @@ from memoryd.core.errors import MemorydError
 from memoryd.core.recall.formatting import Item
 from memoryd.core.redaction import redact
 from memoryd.project import ProjectMemory
-from memoryd.server.context import DaemonContext, Deferred, Handler, deferred_read
+from memoryd.server.context import DaemonContext, Deferred, Handler, Parked, deferred_read
 
 # Each agent reads the payload in its own format (design §5 Formats).
 _FORMAT_OF: dict[str, p.Format] = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
 
 
-def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult | Deferred[p.InjectResult, p.HookResult]:
+def hook(
+    ctx: DaemonContext, req: p.Hook
+) -> p.HookResult | Parked | Deferred[p.InjectResult, p.HookResult]:
     project = ctx.registry.get(req.project)
     fmt = _FORMAT_OF[req.agent]
     if ctx.capture is not None and req.transcript_path:
@@ -44,15 +47,21 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult | Deferred[p.InjectRes
         case "turn_end":
             if ctx.capture is not None:
                 ctx.capture.turn_ended(project, req.transcript_path, req.agent)
+                return _read_first(ctx, req.transcript_path, p.HookResult())
             return p.HookResult()
         case "session_end":
-            done = (
-                ctx.capture.finalize_session(project, req.transcript_path, req.agent)
-                if ctx.capture
-                else False
-            )
-            if req.session_id:  # a session_end is the agent's SessionEnd (a Stop is a turn_end)
+            # A session_end is the agent's SessionEnd (a Stop is a turn_end). Its working
+            # memory goes first: a run again, after waiting for the transcript, releases none.
+            if req.session_id:
                 project.release(req.session_id, "session_end")
+            if ctx.capture is None:
+                return p.HookResult(finalized=False)
+            until = time.monotonic() + ctx.capture.hook_wait_s
+            done = ctx.capture.finalize_session(
+                project, req.transcript_path, req.agent, waiting_until=until
+            )
+            if done is None:  # closed by the next run, once the transcript is read
+                return _read_first(ctx, req.transcript_path, p.HookResult(finalized=False), until)
             return p.HookResult(finalized=done)
         case "pre_compact":
             return _payload(ctx, project, inject_req, _result, always_only=True)
@@ -74,6 +83,24 @@ def hook(ctx: DaemonContext, req: p.Hook) -> p.HookResult | Deferred[p.InjectRes
         case _:
             extra = _extra(ctx, lambda b: bank_payload.session_start(b, req.project, req.agent))
             return _payload(ctx, project, inject_req, _result, session_ids=sessions, extra=extra)
+
+
+def _read_first(
+    ctx: DaemonContext,
+    path: str | None,
+    result: p.HookResult,
+    until: float | None = None,
+) -> p.HookResult | Parked:
+    """``result`` once the transcript at ``path`` is read up to date: a large append is read a
+    slice per loop turn, other clients served between them, while the hook waits, parked, at
+    most ``[capture] hook_wait_s`` (the agent's hook gives up at 1.5 s). Then the hook runs
+    again; at the deadline it is answered ``result`` and the reading goes on."""
+    assert ctx.capture is not None
+    capture = ctx.capture
+    if not capture.reading(path):
+        return result
+    deadline = until if until is not None else time.monotonic() + capture.hook_wait_s
+    return Parked(deadline, result, ready=lambda: not capture.reading(path))
 
 
 def _payload(
