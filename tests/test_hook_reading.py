@@ -11,14 +11,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq
 
-from conftest import Daemon, Env, ok_json, until
+from conftest import Daemon, Env, memctl, ok_json, until
 from memctl import protocol as p
 from test_capture_e2e import SESSION, _record, _transcript
 
-# The watcher waits this long for a quiet file: the hook is what reads the append.
-QUIET = {"MEMORYD_CAPTURE__DEBOUNCE_S": "60"}
+# The watcher waits this long for a quiet file: the hook is what reads the append; and the hook
+# waits long enough for any machine to read it.
+QUIET = {"MEMORYD_CAPTURE__DEBOUNCE_S": "60", "MEMORYD_CAPTURE__HOOK_WAIT_S": "30"}
+# A hook that waits a millisecond: answered while most of the append is still unread (the
+# watcher, at its usual debounce, reads slices of it too).
+HASTY = {"MEMORYD_CAPTURE__HOOK_WAIT_S": "0.001"}
 FILLER = "The asset step copies images into the bundle folder and logs every file it touched. "
 RECORDS = 2_000  # ~2 MB: several slices of reading (256 KiB each at most)
 LAST = "We decided to use the zebra queue for the billing retries."
@@ -102,21 +107,69 @@ def test_a_session_end_is_answered_finalized_once_its_transcript_is_read(env: En
         daemon.stop()
 
 
+def _finalized(env: Env) -> list[dict[str, Any]]:
+    """The audit log's ``session_finalized`` events, oldest first."""
+    lines = memctl(env, "audit", "-n", "500").stdout.splitlines()
+    events = [json.loads(line)["event"] for line in lines]
+    return [e for e in events if e["type"] == "session_finalized"]
+
+
+def _closed_on_all_of_it(env: Env) -> None:
+    """One close of the session, at its end, over the whole transcript (its last line's
+    decision is in the episode)."""
+    (final,) = until(lambda: _finalized(env), "the session closed")
+    assert (final["session_id"], final["reason"]) == (SESSION, "session_end")
+    (episode,) = ok_json(env, "episodes")["episodes"]
+    assert any("zebra queue" in d for d in episode["decisions"]), episode
+
+
 def test_a_session_end_that_stopped_waiting_is_closed_once_read(env: Env) -> None:
-    # A hook that waits a millisecond: answered while most of the append is still unread.
-    daemon = Daemon(env, QUIET | {"MEMORYD_CAPTURE__HOOK_WAIT_S": "0.001"}).start()
+    daemon = Daemon(env, HASTY).start()
     try:
         path = _large_append(env)
         end = _hook(env, path, "session_end")
         (reply,) = _pipelined(env, [end])
         assert p.result_of(end, reply).finalized is False
-        episodes = until(lambda: ok_json(env, "episodes")["episodes"], "the episode")
-        assert [e["session_id"] for e in episodes] == [SESSION]
-        assert _messages_read(env) == RECORDS + 1
+        _closed_on_all_of_it(env)
         # Closed once: a later end of the same session changes nothing.
         again = _hook(env, path, "session_end")
         (reply,) = _pipelined(env, [again])
         assert p.result_of(again, reply).finalized is False
-        assert len(ok_json(env, "episodes")["episodes"]) == 1
+        assert len(_finalized(env)) == 1
     finally:
         daemon.stop()
+
+
+@pytest.mark.parametrize("waiting", ["the hook waits", "the hook stopped waiting"])
+def test_a_session_begun_meanwhile_leaves_the_ended_one_to_close_once_read(
+    env: Env, waiting: str
+) -> None:
+    waits = waiting == "the hook waits"
+    daemon = Daemon(env, QUIET if waits else HASTY).start()
+    try:
+        path = _large_append(env)
+        end = _hook(env, path, "session_end")
+        nxt = p.Hook(id=uuid.uuid4().hex, agent="claude", event="session_start",
+                     session_id=str(uuid.uuid4()), project=str(env.project))  # fmt: skip
+        replies = {r.id: r for r in _pipelined(env, [end, nxt])}
+        # Closed by the hook that waits for it, else by the reading; on all of it, once.
+        assert p.result_of(end, replies[end.id]).finalized is waits
+        _closed_on_all_of_it(env)
+    finally:
+        daemon.stop()
+
+
+def test_a_stop_while_an_ended_session_is_read_closes_it_on_all_of_it(env: Env) -> None:
+    daemon = Daemon(env, HASTY).start()
+    try:
+        path = _large_append(env)
+        end = _hook(env, path, "session_end")
+        (reply,) = _pipelined(env, [end])
+        assert p.result_of(end, reply).finalized is False
+    finally:
+        assert daemon.stop() == 0  # the rest is read before the session is closed
+    again = Daemon(env, QUIET).start()
+    try:
+        _closed_on_all_of_it(env)
+    finally:
+        again.stop()

@@ -337,6 +337,7 @@ class Daemon:
             capture.default_preset = fresh.capture.preset
             capture.idle_s = fresh.capture.idle_minutes * 60
             capture.checkpoint_every = fresh.capture.checkpoint_every
+            capture.hook_wait_s = fresh.capture.hook_wait_s
         banks.sync_interval_s = fresh.banks.sync_interval_s  # what bank activate reports
         # What was not applied keeps its running value, so that the next reload still names it.
         self.settings = _keep_unapplied(self.settings, fresh)

@@ -252,7 +252,8 @@ class CaptureSettings(_Section):
         gt=0,
         le=60,
         description="A turn's or session's end hook waits this long for its transcript to be "
-        "read (the rest is read after it is answered).",
+        "read, then is answered and the reading goes on (keep it under the hook's own budget: "
+        "memctl hook --timeout, 1.5 s).",
     )
     checkpoint_every: int = Field(10, ge=1, description="Messages between session checkpoints.")
     preset: Literal["conservative", "balanced", "aggressive"] = Field(
@@ -492,7 +493,7 @@ LIVE_SETTINGS: dict[str, frozenset[str]] = {
     "jobs": frozenset(JobsSettings.model_fields),
     "retrieval": frozenset(RetrievalSettings.model_fields),
     "slo": frozenset(SloSettings.model_fields),
-    "capture": frozenset({"preset", "idle_minutes", "checkpoint_every"}),
+    "capture": frozenset({"preset", "idle_minutes", "checkpoint_every", "hook_wait_s"}),
     "banks": frozenset({"sync_interval_s"}),
 }
 

@@ -160,9 +160,11 @@ class CaptureService:
         self._backlog_bytes = p.Progress(done=0, total=0)
         # Transcripts read a slice at a time, with more of them to read (path → agent).
         self._continuing: dict[str, Agent] = {}
-        # Sessions whose end a hook announced while their transcript was still being read,
-        # with the time (monotonic) until which the hook waits to close them itself.
-        self._close_when_read: dict[str, float] = {}
+        # Sessions whose closing the reading of their transcript took over (path → reason):
+        # their end's hook stopped waiting, or another session began meanwhile. Closed once
+        # read, never on part of it; but not while their end's hook waits to close them.
+        self._close_when_read: dict[str, str] = {}
+        self._hook_closes: set[str] = set()
         self._cursors = self._load_cursors()
         self._cursors_dirty = False
         self.stats: dict[str, Any] = {
@@ -223,7 +225,6 @@ class CaptureService:
         if self._continuing:
             path, agent = next(iter(self._continuing.items()))
             self.file_changed(path, agent)
-            self._close_if_read(path)
         elif self._backlog:
             path, unread = self._backlog.popleft()
             try:
@@ -240,14 +241,23 @@ class CaptureService:
         """Whether what is new in ``path`` is still being read, a slice per loop turn."""
         return path is not None and path in self._continuing
 
-    def _close_if_read(self, path: str) -> None:
-        """Close the session of ``path`` once it is read, if its end's hook stopped waiting
-        for that (``finalize_session``); while the hook still waits, its next run closes it."""
-        until = self._close_when_read.get(path)
-        if until is None or self.reading(path) or time.monotonic() < until:
+    def close_when_read(self, path: str | None) -> None:
+        """Close the session of ``path`` once what is new in it is read: its end's hook has
+        stopped waiting for that (``finalize_session``)."""
+        if path is None:
             return
-        del self._close_when_read[path]
-        self.finalize(path, "session_end")
+        self._hook_closes.discard(path)
+        if self.reading(path):
+            self._close_when_read[path] = "session_end"  # the agent's own word on it comes first
+        elif path in self._live:
+            self.finalize(path, "session_end")
+
+    def _close_if_read(self, path: str) -> None:
+        """Close the session of ``path`` if the reading took its closing over and it is read
+        (whatever read the last slice: the loop's idle work, the watcher, a hook)."""
+        due = path in self._close_when_read and path not in self._hook_closes
+        if due and not self.reading(path):
+            self.finalize(path, self._close_when_read.pop(path))
 
     def file_changed(self, path: str, agent: Agent | None = None) -> LiveSession | None:
         """Read a slice of what is new in ``path``; checkpoint findings when there are new
@@ -280,6 +290,7 @@ class CaptureService:
             live.last_activity = self._clock()
             self._checkpoint(live)
         self._remember_cursor(live)
+        self._close_if_read(path)
         return live
 
     def _open(self, path: str, agent: Agent) -> LiveSession:
@@ -336,8 +347,10 @@ class CaptureService:
         started = time.perf_counter()
         chunk = read_new(live.path, live.cursor, slice_bytes=SLICE_BYTES)
         if chunk.restarted and live.cursor is not None:
-            # Truncated or replaced: the file is a new transcript from its first line.
+            # Truncated or replaced: the file is a new transcript from its first line (the
+            # closing of the one before is no longer due).
             live.restart(parsers.new_state(live.agent, live.path))
+            self._close_when_read.pop(live.path, None)
         live.cursor = chunk.cursor
         for i, (offset, line) in enumerate(chunk.lines):
             if i and time.perf_counter() - started > STEP_BUDGET_S:
@@ -471,6 +484,7 @@ class CaptureService:
     def finalize(self, path: str, reason: str) -> bool:
         """Close the session of ``path``: episode, promotion, audit. False when there was no
         session to close (unknown file, no project, auto-memory off, already closed)."""
+        self._close_when_read.pop(path, None)  # closed now: nothing left for the reading
         live = self._live.get(path)
         if live is None or live.finalized or not (live.messages or live.resumed):
             return False
@@ -534,24 +548,19 @@ class CaptureService:
         return done
 
     def finalize_session(
-        self,
-        project: ProjectMemory,
-        transcript_path: str | None,
-        agent: Agent,
-        *,
-        waiting_until: float,
+        self, project: ProjectMemory, transcript_path: str | None, agent: Agent
     ) -> bool | None:
         """The agent says its session ended: read what is new in its transcript, then close it.
-        None while there is more to read (``reading``): the hook waits for it, and its next run
-        closes the session; once ``waiting_until`` (monotonic) has passed, the hook has stopped
-        waiting, and the reading closes it when done."""
+        None while there is more to read (``reading``): the hook waits, and a run of it again
+        closes the session once read; a hook that stops waiting hands the closing over to the
+        reading (``close_when_read``)."""
         live = self._hooked(project, transcript_path, agent)
         if live is None:
             return False
         if self.reading(live.path):
-            self._close_when_read.setdefault(live.path, waiting_until)
+            self._hook_closes.add(live.path)
             return None
-        self._close_when_read.pop(live.path, None)
+        self._hook_closes.discard(live.path)
         return self.finalize(live.path, "session_end")
 
     def turn_ended(self, project: ProjectMemory, transcript_path: str | None, agent: Agent) -> bool:
@@ -638,7 +647,9 @@ class CaptureService:
             and path != transcript_path
             and not live.finalized
         ]
-        return sum(self.finalize(path, "new_session") for path in ended)
+        for path in [path for path in ended if self.reading(path)]:
+            self._close_when_read.setdefault(path, "new_session")  # on all of it, once read
+        return sum(self.finalize(path, "new_session") for path in ended if not self.reading(path))
 
     def finalize_all(self, reason: str) -> int:
         """At shutdown: every session still open is finalized (a failure is reported, and the
@@ -648,10 +659,31 @@ class CaptureService:
             if live.finalized:
                 continue
             try:
-                done += self.finalize(path, reason)
+                done += self._read_to_end(live)  # closed on all of it (or by that reading)
+                if live.finalized:
+                    continue
+                due = self._close_when_read.pop(path, reason)
+                # A hook waiting on the session's end: the agent's own word on it comes first.
+                done += self.finalize(path, "session_end" if path in self._hook_closes else due)
             except MemorydError as exc:
                 self._errors.record(f"session {live.session_id} not finalized: {exc}", "warning")
         return done
+
+    def _read_to_end(self, live: LiveSession) -> int:
+        """Read the rest of a transcript still being read, up to its size now (an agent still
+        writing to it must not keep a stop waiting); returns the sessions that closed."""
+        if not self.reading(live.path):
+            return 0
+        try:
+            end = os.stat(live.path).st_size
+        except OSError:
+            return 0
+        closed = 0
+        while self.reading(live.path) and (live.cursor is None or live.cursor.offset < end):
+            was = live.finalized
+            self.file_changed(live.path, live.agent)
+            closed += live.finalized and not was
+        return closed
 
     def live_sessions(self, project: ProjectMemory) -> list[str]:
         root = str(project.root)
@@ -665,6 +697,8 @@ class CaptureService:
 
     def _retire(self, live: LiveSession) -> None:
         """Keep the parse counts of a session that leaves memory."""
+        self._close_when_read.pop(live.path, None)
+        self._hook_closes.discard(live.path)
         self.stats["malformed"] += live.state.stats.malformed
         _add_counts(self.stats["unknown_records"], live.state.stats.unknown_records)
 

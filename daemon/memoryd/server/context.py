@@ -103,6 +103,9 @@ class Parked:
     # A cheap test of whether running the handler again could answer now; without it the
     # handler is re-run after every message the loop serves.
     ready: Callable[[], bool] | None = None
+    # Called when the request is answered ``on_timeout`` (at the deadline, or as the daemon
+    # stops): what the handler would have done on its next run is left to someone else.
+    expired: Callable[[], None] | None = None
 
 
 _R = TypeVar("_R")

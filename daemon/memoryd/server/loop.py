@@ -529,15 +529,29 @@ class Server:
             if isinstance(reply, Parked) and now < item.parked.deadline:
                 # Waiting on something new now: its test, never past the first deadline.
                 item.parked = Parked(
-                    min(item.parked.deadline, reply.deadline), reply.on_timeout, reply.ready
+                    min(item.parked.deadline, reply.deadline),
+                    reply.on_timeout,
+                    reply.ready,
+                    reply.expired,
                 )
                 waiting.append(item)
                 continue
             if isinstance(reply, Parked):
                 # Past the deadline: the answer of this last run, as fresh as it gets.
+                self._expire(item.request, reply)
                 reply = p.ok(item.request.id, reply.on_timeout)
             self._answer(item.envelope, item.request, reply, item.started)
         self._parked = waiting
+
+    def _expire(self, request: p.Request[Any], parked: Parked) -> None:
+        """``parked.expired``: a failure there is reported, and the request still answered."""
+        if parked.expired is None:
+            return
+        try:
+            parked.expired()
+        except Exception as exc:
+            self._log.exception("parked_expiry_failed", op=_op(request))
+            self.context.errors.record(f"{_op(request)}: {type(exc).__name__}: {exc}")
 
     def _watch_disconnects(self) -> None:
         """Start watching for clients leaving, before the reply to a ``shutdown`` is sent.
@@ -559,6 +573,7 @@ class Server:
         if self._parked:
             self._watch_disconnects()
         for item in self._parked:
+            self._expire(item.request, item.parked)
             self._reply(
                 item.envelope,
                 p.ok(item.request.id, item.parked.on_timeout),

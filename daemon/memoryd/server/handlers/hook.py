@@ -56,12 +56,12 @@ def hook(
                 project.release(req.session_id, "session_end")
             if ctx.capture is None:
                 return p.HookResult(finalized=False)
-            until = time.monotonic() + ctx.capture.hook_wait_s
-            done = ctx.capture.finalize_session(
-                project, req.transcript_path, req.agent, waiting_until=until
-            )
-            if done is None:  # closed by the next run, once the transcript is read
-                return _read_first(ctx, req.transcript_path, p.HookResult(finalized=False), until)
+            capture, path = ctx.capture, req.transcript_path
+            done = capture.finalize_session(project, path, req.agent)
+            if done is None:  # closed by a run again once read, or by the reading
+                return _read_first(
+                    ctx, path, p.HookResult(finalized=False), lambda: capture.close_when_read(path)
+                )
             return p.HookResult(finalized=done)
         case "pre_compact":
             return _payload(ctx, project, inject_req, _result, always_only=True)
@@ -89,18 +89,19 @@ def _read_first(
     ctx: DaemonContext,
     path: str | None,
     result: p.HookResult,
-    until: float | None = None,
+    expired: Callable[[], None] | None = None,
 ) -> p.HookResult | Parked:
     """``result`` once the transcript at ``path`` is read up to date: a large append is read a
     slice per loop turn, other clients served between them, while the hook waits, parked, at
     most ``[capture] hook_wait_s`` (the agent's hook gives up at 1.5 s). Then the hook runs
-    again; at the deadline it is answered ``result`` and the reading goes on."""
+    again; at the deadline it is answered ``result``, ``expired`` is called and the reading
+    goes on."""
     assert ctx.capture is not None
     capture = ctx.capture
     if not capture.reading(path):
         return result
-    deadline = until if until is not None else time.monotonic() + capture.hook_wait_s
-    return Parked(deadline, result, ready=lambda: not capture.reading(path))
+    deadline = time.monotonic() + capture.hook_wait_s
+    return Parked(deadline, result, ready=lambda: not capture.reading(path), expired=expired)
 
 
 def _payload(
