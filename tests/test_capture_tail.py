@@ -147,6 +147,30 @@ def test_slices_read_a_long_line_alone_and_go_on_past_an_overlong_one(tmp_path: 
     assert first.lines == [(0, short[0]), (11, short[1])] and first.more
 
 
+def test_slices_stop_at_a_last_line_still_being_written(tmp_path: Path) -> None:
+    """A file ending inside a line longer than the slice (an agent mid-write, or killed): the
+    slices return the complete lines, then nothing with ``more`` unset and the cursor at that
+    line's start, however often asked; once the line ends, it is read. Saying ``more`` there
+    had the daemon read the same bytes again every loop turn, and a stop wait forever."""
+    path = tmp_path / "t.jsonl"
+    complete = [b"a" * 10, b"b" * 10]
+    path.write_bytes(b"\n".join(complete) + b"\n" + b"P" * 100)  # no newline: still written
+    lines, cursor = [], None
+    for _ in range(5):
+        chunk = read_new(str(path), cursor, max_bytes=200, slice_bytes=32)
+        lines += [line for _offset, line in chunk.lines]
+        cursor = chunk.cursor
+        if not chunk.more:
+            break
+    assert not chunk.more and lines == complete and cursor.offset == 22
+    again = read_new(str(path), cursor, max_bytes=200, slice_bytes=32)
+    assert (again.lines, again.more, again.cursor) == ([], False, cursor)
+    with open(path, "ab") as fh:
+        fh.write(b"P" * 20 + b"\n")
+    ended = read_new(str(path), cursor, max_bytes=200, slice_bytes=32)
+    assert ended.lines == [(22, b"P" * 120)]
+
+
 def test_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_new(str(tmp_path / "gone.jsonl"), None)

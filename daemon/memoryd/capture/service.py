@@ -554,11 +554,13 @@ class CaptureService:
         None while there is more to read (``reading``): the hook waits, and a run of it again
         closes the session once read; a hook that stops waiting hands the closing over to the
         reading (``close_when_read``)."""
+        if transcript_path:  # this hook closes it, even if reading the last slice now would
+            self._hook_closes.add(transcript_path)
         live = self._hooked(project, transcript_path, agent)
         if live is None:
+            self._hook_closes.discard(transcript_path or "")
             return False
         if self.reading(live.path):
-            self._hook_closes.add(live.path)
             return None
         self._hook_closes.discard(live.path)
         return self.finalize(live.path, "session_end")
@@ -646,6 +648,7 @@ class CaptureService:
             and live.project_root == root
             and path != transcript_path
             and not live.finalized
+            and path not in self._hook_closes  # its end's hook, waiting, closes it
         ]
         for path in [path for path in ended if self.reading(path)]:
             self._close_when_read.setdefault(path, "new_session")  # on all of it, once read
@@ -665,7 +668,7 @@ class CaptureService:
                 due = self._close_when_read.pop(path, reason)
                 # A hook waiting on the session's end: the agent's own word on it comes first.
                 done += self.finalize(path, "session_end" if path in self._hook_closes else due)
-            except MemorydError as exc:
+            except (MemorydError, OSError) as exc:
                 self._errors.record(f"session {live.session_id} not finalized: {exc}", "warning")
         return done
 
@@ -678,9 +681,9 @@ class CaptureService:
             end = os.stat(live.path).st_size
         except OSError:
             return 0
-        closed = 0
-        while self.reading(live.path) and (live.cursor is None or live.cursor.offset < end):
-            was = live.finalized
+        closed, at = 0, -1
+        while self.reading(live.path) and (live.cursor is None or at < live.cursor.offset < end):
+            was, at = live.finalized, live.cursor.offset if live.cursor is not None else 0
             self.file_changed(live.path, live.agent)
             closed += live.finalized and not was
         return closed

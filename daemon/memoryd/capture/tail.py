@@ -83,6 +83,11 @@ def read_new(
             newline = data.find(b"\n")
             if newline >= 0:
                 data = data[: newline + 1]
+            elif len(data) < max_bytes:
+                # The file ends inside that line (still being written, or cut short by a
+                # killed writer): nothing to read until it ends. Saying "more" here had the
+                # caller read the same bytes again every loop turn.
+                more = False
     chunk = _chunk(path, stat.st_ino, start, data, max_bytes, in_long_line, restarted)
     return dataclasses.replace(chunk, more=more)
 

@@ -103,8 +103,8 @@ class Parked:
     # A cheap test of whether running the handler again could answer now; without it the
     # handler is re-run after every message the loop serves.
     ready: Callable[[], bool] | None = None
-    # Called when the request is answered ``on_timeout`` (at the deadline, or as the daemon
-    # stops): what the handler would have done on its next run is left to someone else.
+    # Called when the request is answered ``on_timeout`` at the deadline: what the handler
+    # would have done on its next run is left to someone else. (Not as the daemon stops.)
     expired: Callable[[], None] | None = None
 
 

@@ -573,7 +573,8 @@ class Server:
         if self._parked:
             self._watch_disconnects()
         for item in self._parked:
-            self._expire(item.request, item.parked)
+            # No ``expired`` here: what it would hand over was done at the stop already (the
+            # sessions a hook waited to close were closed on all of their transcript).
             self._reply(
                 item.envelope,
                 p.ok(item.request.id, item.parked.on_timeout),

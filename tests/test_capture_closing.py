@@ -1,0 +1,133 @@
+"""Who closes a session whose transcript is still being read when its end is announced, on the
+real capture service, project store and index (no daemon: the test takes the loop's place, so
+it chooses which reader takes the last slice). However the reading, the end's hook and the next
+session interleave, the session is closed once, on all of its transcript, as its end: the hook
+that waits to close it does, and reports it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memoryd.background import BackgroundErrors
+from memoryd.capture.service import SLICE_BYTES, CaptureService
+from memoryd.config import StorageSettings
+from memoryd.core.capture.rules import DEFAULT_RULES
+from memoryd.project import ProjectMemory
+from memoryd.registry import ProjectRegistry
+
+SESSION = "9b2f6c1e-4a3d-4e5f-8a7b-1c2d3e4f5a6b"
+FILLER = "The asset step copies images into the bundle folder and logs every file it touched. "
+LAST = "We decided to use the zebra queue for the billing retries."
+
+
+@dataclass
+class Capture:
+    service: CaptureService
+    project: ProjectMemory
+    path: Path
+
+    def read_slice(self) -> None:
+        """A slice read by someone other than the hook (the watcher, the loop's idle work)."""
+        self.service.file_changed(str(self.path), "claude")
+
+    def unread(self) -> int:
+        live = self.service._live[str(self.path)]
+        offset = live.cursor.offset if live.cursor is not None else 0
+        return self.path.stat().st_size - offset
+
+    def end(self) -> bool | None:
+        """A run of the session end's hook."""
+        return self.service.finalize_session(self.project, str(self.path), "claude")
+
+    def closes(self) -> list[dict]:
+        """The project's ``session_finalized`` events."""
+        lines = (self.project.dir / "audit.jsonl").read_text().splitlines()
+        events = [json.loads(line)["event"] for line in lines if line.strip()]
+        return [e for e in events if e["type"] == "session_finalized"]
+
+
+@pytest.fixture
+def capture(tmp_path: Path) -> Iterator[Capture]:
+    root = tmp_path / "project"
+    (root / ".memoryd").mkdir(parents=True)
+    folder = tmp_path / "home" / ".claude" / "projects" / "-project"
+    folder.mkdir(parents=True)
+    path = folder / f"{SESSION}.jsonl"
+    records = [(FILLER * 12 + f"({n})") for n in range(1_000)] + [LAST]
+    with open(path, "w", encoding="utf-8") as fh:
+        for n, text in enumerate(records):
+            content = [{"type": "text", "text": text}]
+            record = {"type": "assistant", "sessionId": SESSION, "cwd": str(root),
+                      "uuid": f"a{n}", "timestamp": f"2026-11-21T10:{n % 60:02d}:00Z",
+                      "message": {"role": "assistant", "content": content}}  # fmt: skip
+            fh.write(json.dumps(record) + "\n")
+    errors = BackgroundErrors()
+    registry = ProjectRegistry(tmp_path / "data", StorageSettings(), errors)
+    service = CaptureService(
+        registry,
+        errors,
+        cursor_file=tmp_path / "cursors.json",
+        rules=DEFAULT_RULES,
+        home=str(tmp_path / "home"),
+        roots=[(str(tmp_path / "home" / ".claude" / "projects"), "claude")],
+    )
+    try:
+        yield Capture(service, registry.get(str(root)), path)
+    finally:
+        registry.close()
+
+
+def _closed_once_as_its_end(capture: Capture) -> None:
+    (close,) = capture.closes()
+    assert (close["session_id"], close["reason"]) == (SESSION, "session_end")
+    assert any("zebra queue" in d for d in close["episode"]["decisions"])  # all of it read
+
+
+def test_a_next_session_leaves_the_close_to_the_hook_that_waits(capture: Capture) -> None:
+    assert capture.end() is None  # a slice read; the hook waits for the rest
+    while capture.service.reading(str(capture.path)):
+        capture.read_slice()  # the last slice read by someone else, before the hook runs again
+    assert capture.service.session_started(capture.project, None, "claude") == 0
+    assert capture.closes() == []
+    assert capture.end() is True  # the hook, run again, closes it and says so
+    _closed_once_as_its_end(capture)
+
+
+def test_an_end_that_reads_the_last_slice_itself_closes_it_as_its_end(capture: Capture) -> None:
+    capture.read_slice()
+    # A next session begins while the transcript is read: it leaves the close to the reading.
+    assert capture.service.session_started(capture.project, None, "claude") == 0
+    while capture.unread() > SLICE_BYTES:
+        capture.read_slice()
+    assert capture.service.reading(str(capture.path)) and capture.closes() == []
+    # The hook's run reads the rest (one slice; a machine too slow for it within the step's
+    # budget runs it again, as the loop would): closed by the hook, as its end.
+    runs = [capture.end()]
+    while runs[-1] is None:
+        runs.append(capture.end())
+    assert runs[-1] is True
+    _closed_once_as_its_end(capture)
+
+
+def test_a_stop_reads_the_rest_and_closes_it_once(capture: Capture) -> None:
+    assert capture.end() is None
+    capture.service.close_when_read(str(capture.path))  # the hook stopped waiting
+    assert capture.service.finalize_all("shutdown") == 1
+    _closed_once_as_its_end(capture)
+    assert not capture.service.reading(str(capture.path))
+
+
+def test_a_stop_with_a_last_line_still_being_written_closes_on_the_complete_ones(
+    capture: Capture,
+) -> None:
+    with open(capture.path, "a", encoding="utf-8") as fh:
+        fh.write('{"type": "assistant", "message": "' + "x" * (SLICE_BYTES + 50_000))  # no end
+    assert capture.end() is None
+    capture.service.close_when_read(str(capture.path))
+    assert capture.service.finalize_all("shutdown") == 1  # ends: the partial line waits
+    _closed_once_as_its_end(capture)
