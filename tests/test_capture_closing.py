@@ -6,6 +6,7 @@ that waits to close it does, and reports it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from faults.conftest import small_disk
 from memoryd.background import BackgroundErrors
 from memoryd.capture.service import SLICE_BYTES, CaptureService
 from memoryd.config import StorageSettings
 from memoryd.core.capture.rules import DEFAULT_RULES
+from memoryd.core.errors import MemorydError
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
 
@@ -53,12 +56,24 @@ class Capture:
 
 @pytest.fixture
 def capture(tmp_path: Path) -> Iterator[Capture]:
+    with _capture(tmp_path, tmp_path / "data") as found:
+        yield found
+
+
+@contextlib.contextmanager
+def _capture(tmp_path: Path, data: Path) -> Iterator[Capture]:
+    """A transcript of 1,001 lines in a Claude project folder, and capture over a project whose
+    memory lives in ``data``."""
     root = tmp_path / "project"
     (root / ".memoryd").mkdir(parents=True)
     folder = tmp_path / "home" / ".claude" / "projects" / "-project"
     folder.mkdir(parents=True)
     path = folder / f"{SESSION}.jsonl"
-    records = [(FILLER * 12 + f"({n})") for n in range(1_000)] + [LAST]
+    # Every slice holds decisions: each slice's checkpoint journals findings.
+    records = [
+        FILLER * 12 + (f"We decided to use plan {n} for the rollout." if n % 20 == 0 else f"({n})")
+        for n in range(1_000)
+    ] + [LAST]
     with open(path, "w", encoding="utf-8") as fh:
         for n, text in enumerate(records):
             content = [{"type": "text", "text": text}]
@@ -67,7 +82,7 @@ def capture(tmp_path: Path) -> Iterator[Capture]:
                       "message": {"role": "assistant", "content": content}}  # fmt: skip
             fh.write(json.dumps(record) + "\n")
     errors = BackgroundErrors()
-    registry = ProjectRegistry(tmp_path / "data", StorageSettings(), errors)
+    registry = ProjectRegistry(data, StorageSettings(), errors)
     service = CaptureService(
         registry,
         errors,
@@ -131,3 +146,19 @@ def test_a_stop_with_a_last_line_still_being_written_closes_on_the_complete_ones
     capture.service.close_when_read(str(capture.path))
     assert capture.service.finalize_all("shutdown") == 1  # ends: the partial line waits
     _closed_once_as_its_end(capture)
+
+
+def test_an_end_whose_run_fails_leaves_the_close_to_the_next_reading(tmp_path: Path) -> None:
+    """The hook's run fails (the project's disk is full: its checkpoint cannot be journaled):
+    it is answered the error and never runs again, so the next reading closes the session, as
+    its end, on all of it, once the disk has room again."""
+    with small_disk(tmp_path / "data", "32m") as disk, _capture(tmp_path, disk.path) as capture:
+        assert capture.end() is None
+        disk.fill()
+        with pytest.raises(MemorydError):
+            capture.end()
+        disk.free()
+        capture.read_slice()  # the next reading (the watcher's, at the next append)
+        while capture.service.reading(str(capture.path)):
+            capture.read_slice()
+        _closed_once_as_its_end(capture)

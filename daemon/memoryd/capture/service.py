@@ -540,7 +540,7 @@ class CaptureService:
         cannot be finalized (no project, auto-memory off): only their cursor is kept."""
         now = self._clock()
         idle = [p for p, live in self._live.items() if now - live.last_activity >= self.idle_s]
-        done = sum(self.finalize(path, "idle") for path in idle)
+        done = sum(self.finalize(path, self._close_when_read.get(path, "idle")) for path in idle)
         for path in idle:
             if path in self._live:
                 self._remember_cursor(self._live[path])
@@ -556,7 +556,16 @@ class CaptureService:
         reading (``close_when_read``)."""
         if transcript_path:  # this hook closes it, even if reading the last slice now would
             self._hook_closes.add(transcript_path)
-        live = self._hooked(project, transcript_path, agent)
+        try:
+            live = self._hooked(project, transcript_path, agent)
+        except Exception:
+            # The run failed (a full disk): the hook is answered the error and never runs
+            # again, so the reading (the next one: an append, idle, a stop) takes the close over.
+            if transcript_path:
+                self._hook_closes.discard(transcript_path)
+                if transcript_path in self._live:
+                    self._close_when_read[transcript_path] = "session_end"
+            raise
         if live is None:
             self._hook_closes.discard(transcript_path or "")
             return False
