@@ -131,7 +131,7 @@ def test_an_end_that_reads_the_last_slice_itself_closes_it_as_its_end(capture: C
 
 def test_a_stop_reads_the_rest_and_closes_it_once(capture: Capture) -> None:
     assert capture.end() is None
-    capture.service.close_when_read(str(capture.path))  # the hook stopped waiting
+    capture.service.close_once_read(str(capture.path))  # the hook stopped waiting
     assert capture.service.finalize_all("shutdown") == 1
     _closed_once_as_its_end(capture)
     assert not capture.service.reading(str(capture.path))
@@ -143,7 +143,7 @@ def test_a_stop_with_a_last_line_still_being_written_closes_on_the_complete_ones
     with open(capture.path, "a", encoding="utf-8") as fh:
         fh.write('{"type": "assistant", "message": "' + "x" * (SLICE_BYTES + 50_000))  # no end
     assert capture.end() is None
-    capture.service.close_when_read(str(capture.path))
+    capture.service.close_once_read(str(capture.path))
     assert capture.service.finalize_all("shutdown") == 1  # ends: the partial line waits
     _closed_once_as_its_end(capture)
 

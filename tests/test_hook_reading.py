@@ -6,8 +6,10 @@ append held the owner thread, and every other agent's prompt, for as long as it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,16 @@ def _large_append(env: Env) -> Path:
     with open(path, "a", encoding="utf-8") as fh:
         fh.writelines(json.dumps(record) + "\n" for record in records)
     return path
+
+
+@contextlib.contextmanager
+def _appended(env: Env, settings: dict[str, str]) -> Iterator[Path]:
+    """A daemon with ``settings`` running while the large append is written; its path."""
+    daemon = Daemon(env, settings).start()
+    try:
+        yield _large_append(env)
+    finally:
+        daemon.stop()
 
 
 def _hook(env: Env, path: Path, event: p.HookKind) -> p.Hook:
@@ -71,9 +83,7 @@ def _messages_read(env: Env) -> int:
 def test_a_turn_end_lets_other_clients_in_and_answers_once_its_transcript_is_read(
     env: Env,
 ) -> None:
-    daemon = Daemon(env, QUIET).start()
-    try:
-        path = _large_append(env)
+    with _appended(env, QUIET) as path:
         hook, hello = _hook(env, path, "turn_end"), p.Hello(id=uuid.uuid4().hex)
         replies = _pipelined(env, [hook, hello])
         # The hello, sent after the hook, was answered while the hook waited for its slices.
@@ -88,14 +98,10 @@ def test_a_turn_end_lets_other_clients_in_and_answers_once_its_transcript_is_rea
             "the last line's finding",
         )
         assert found[0]["session_id"] == SESSION
-    finally:
-        daemon.stop()
 
 
 def test_a_session_end_is_answered_finalized_once_its_transcript_is_read(env: Env) -> None:
-    daemon = Daemon(env, QUIET).start()
-    try:
-        path = _large_append(env)
+    with _appended(env, QUIET) as path:
         end, hello = _hook(env, path, "session_end"), p.Hello(id=uuid.uuid4().hex)
         replies = _pipelined(env, [end, hello])
         assert [r.id for r in replies] == [hello.id, end.id]
@@ -103,8 +109,6 @@ def test_a_session_end_is_answered_finalized_once_its_transcript_is_read(env: En
         assert _messages_read(env) == RECORDS + 1
         episodes = ok_json(env, "episodes")["episodes"]
         assert [e["session_id"] for e in episodes] == [SESSION]
-    finally:
-        daemon.stop()
 
 
 def _finalized(env: Env) -> list[dict[str, Any]]:
@@ -124,9 +128,7 @@ def _closed_on_all_of_it(env: Env) -> None:
 
 
 def test_a_session_end_that_stopped_waiting_is_closed_once_read(env: Env) -> None:
-    daemon = Daemon(env, HASTY).start()
-    try:
-        path = _large_append(env)
+    with _appended(env, HASTY) as path:
         end = _hook(env, path, "session_end")
         (reply,) = _pipelined(env, [end])
         assert p.result_of(end, reply).finalized is False
@@ -136,8 +138,6 @@ def test_a_session_end_that_stopped_waiting_is_closed_once_read(env: Env) -> Non
         (reply,) = _pipelined(env, [again])
         assert p.result_of(again, reply).finalized is False
         assert len(_finalized(env)) == 1
-    finally:
-        daemon.stop()
 
 
 @pytest.mark.parametrize("waiting", ["the hook waits", "the hook stopped waiting"])
@@ -145,9 +145,7 @@ def test_a_session_begun_meanwhile_leaves_the_ended_one_to_close_once_read(
     env: Env, waiting: str
 ) -> None:
     waits = waiting == "the hook waits"
-    daemon = Daemon(env, QUIET if waits else HASTY).start()
-    try:
-        path = _large_append(env)
+    with _appended(env, QUIET if waits else HASTY) as path:
         end = _hook(env, path, "session_end")
         nxt = p.Hook(id=uuid.uuid4().hex, agent="claude", event="session_start",
                      session_id=str(uuid.uuid4()), project=str(env.project))  # fmt: skip
@@ -155,8 +153,6 @@ def test_a_session_begun_meanwhile_leaves_the_ended_one_to_close_once_read(
         # Closed by the hook that waits for it, else by the reading; on all of it, once.
         assert p.result_of(end, replies[end.id]).finalized is waits
         _closed_on_all_of_it(env)
-    finally:
-        daemon.stop()
 
 
 def test_a_stop_while_an_ended_session_is_read_closes_it_on_all_of_it(env: Env) -> None:

@@ -241,7 +241,7 @@ class CaptureService:
         """Whether what is new in ``path`` is still being read, a slice per loop turn."""
         return path is not None and path in self._continuing
 
-    def close_when_read(self, path: str | None) -> None:
+    def close_once_read(self, path: str | None) -> None:
         """Close the session of ``path`` once what is new in it is read: its end's hook has
         stopped waiting for that (``finalize_session``)."""
         if path is None:
@@ -553,7 +553,7 @@ class CaptureService:
         """The agent says its session ended: read what is new in its transcript, then close it.
         None while there is more to read (``reading``): the hook waits, and a run of it again
         closes the session once read; a hook that stops waiting hands the closing over to the
-        reading (``close_when_read``)."""
+        reading (``close_once_read``)."""
         if transcript_path:  # this hook closes it, even if reading the last slice now would
             self._hook_closes.add(transcript_path)
         try:
@@ -566,13 +566,10 @@ class CaptureService:
                 if transcript_path in self._live:
                     self._close_when_read[transcript_path] = "session_end"
             raise
-        if live is None:
-            self._hook_closes.discard(transcript_path or "")
-            return False
-        if self.reading(live.path):
+        if live is not None and self.reading(live.path):
             return None
-        self._hook_closes.discard(live.path)
-        return self.finalize(live.path, "session_end")
+        self._hook_closes.discard(transcript_path or "")
+        return live is not None and self.finalize(live.path, "session_end")
 
     def turn_ended(self, project: ProjectMemory, transcript_path: str | None, agent: Agent) -> bool:
         """A turn ended (Claude's and Codex's ``Stop``): a checkpoint of what is new in the
@@ -659,9 +656,13 @@ class CaptureService:
             and not live.finalized
             and path not in self._hook_closes  # its end's hook, waiting, closes it
         ]
-        for path in [path for path in ended if self.reading(path)]:
-            self._close_when_read.setdefault(path, "new_session")  # on all of it, once read
-        return sum(self.finalize(path, "new_session") for path in ended if not self.reading(path))
+        done = 0
+        for path in ended:
+            if self.reading(path):
+                self._close_when_read.setdefault(path, "new_session")  # on all of it, once read
+            else:
+                done += self.finalize(path, "new_session")
+        return done
 
     def finalize_all(self, reason: str) -> int:
         """At shutdown: every session still open is finalized (a failure is reported, and the

@@ -4,6 +4,7 @@ message at a time. Nothing a client sends can raise out of here or block it."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -528,11 +529,8 @@ class Server:
             assert not isinstance(reply, Deferred)  # run here: not deferring
             if isinstance(reply, Parked) and now < item.parked.deadline:
                 # Waiting on something new now: its test, never past the first deadline.
-                item.parked = Parked(
-                    min(item.parked.deadline, reply.deadline),
-                    reply.on_timeout,
-                    reply.ready,
-                    reply.expired,
+                item.parked = dataclasses.replace(
+                    reply, deadline=min(item.parked.deadline, reply.deadline)
                 )
                 waiting.append(item)
                 continue

@@ -12,6 +12,7 @@ import msgspec
 from memctl import protocol as p
 from memoryd.banks import payload as bank_payload
 from memoryd.banks.service import BankService
+from memoryd.capture.service import CaptureService
 from memoryd.core.capture.extraction import remembered_text
 from memoryd.core.errors import MemorydError
 from memoryd.core.recall.formatting import Item
@@ -47,7 +48,7 @@ def hook(
         case "turn_end":
             if ctx.capture is not None:
                 ctx.capture.turn_ended(project, req.transcript_path, req.agent)
-                return _read_first(ctx, req.transcript_path, p.HookResult())
+                return _read_first(ctx.capture, req.transcript_path, p.HookResult())
             return p.HookResult()
         case "session_end":
             # A session_end is the agent's SessionEnd (a Stop is a turn_end). Its working
@@ -60,7 +61,10 @@ def hook(
             done = capture.finalize_session(project, path, req.agent)
             if done is None:  # closed by a run again once read, or by the reading
                 return _read_first(
-                    ctx, path, p.HookResult(finalized=False), lambda: capture.close_when_read(path)
+                    capture,
+                    path,
+                    p.HookResult(finalized=False),
+                    lambda: capture.close_once_read(path),
                 )
             return p.HookResult(finalized=done)
         case "pre_compact":
@@ -86,7 +90,7 @@ def hook(
 
 
 def _read_first(
-    ctx: DaemonContext,
+    capture: CaptureService,
     path: str | None,
     result: p.HookResult,
     expired: Callable[[], None] | None = None,
@@ -96,8 +100,6 @@ def _read_first(
     most ``[capture] hook_wait_s`` (the agent's hook gives up at 1.5 s). Then the hook runs
     again; at the deadline it is answered ``result``, ``expired`` is called and the reading
     goes on."""
-    assert ctx.capture is not None
-    capture = ctx.capture
     if not capture.reading(path):
         return result
     deadline = time.monotonic() + capture.hook_wait_s
