@@ -16,7 +16,15 @@ from memctl.protocol import Source
 from memoryd import index as index_module
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.entries import CATEGORIES, STATUSES, new_entry
-from memoryd.core.events import EntriesImported, FindingsRecorded, SessionInfo
+from memoryd.core.events import (
+    CompactionApplied,
+    EntriesForgotten,
+    EntriesImported,
+    EntryEvicted,
+    EntryStatusChanged,
+    FindingsRecorded,
+    SessionInfo,
+)
 from memoryd.core.recall import conflicts, retrieval, slo
 from memoryd.core.recall.cache import ResultCache
 from memoryd.core.recall.retrieval import Candidate, RetrievalConfig, Scored
@@ -478,6 +486,39 @@ def test_background_commits_take_a_slice_each_and_publish_when_settled(tmp_path:
         hits = index.retrieve({"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=9)
         assert sorted(hits.ids([c.ref for c in hits.candidates])) == [e.id for e in entries]
         assert index.commit_in_background(store, limit=3) is True and not index.committing
+    finally:
+        index.close()
+        store.close()
+
+
+def test_a_commit_replaces_the_documents_of_its_changes_once_each(tmp_path: Path) -> None:
+    """A commit's changed documents are deleted in one go and written again as the store holds
+    them: an entry archived is held once, archived; one forgotten is gone; one changed twice
+    since the last commit is held once; the others are untouched."""
+    store = SqliteStore(tmp_path / "memory.db")
+    index = SearchIndex(tmp_path / "index")
+    try:
+        index.sync(store)
+        first = tuple(_entry(i, f"the queue worker {i} drains jobs") for i in range(6))
+        store.apply(EntriesImported(first), 1)
+        index.sync(store)
+        evicted = EntryEvicted(
+            id=first[1].id, decayed=0.1, cutoff=0.2, active_before=6, soft_limit=5, target=5,
+            archived_at=1_800_000_100.0,
+        )  # fmt: skip
+        store.apply(CompactionApplied(ran_at=1_800_000_100.0, decisions=(evicted,)), 2)
+        store.apply(EntriesForgotten((first[2].id,)), 3)
+        store.apply(EntryStatusChanged(first[3].id, "confirmed", 1_800_000_101.0), 4)
+        store.apply(EntryStatusChanged(first[3].id, "pinned", 1_800_000_102.0), 5)
+        assert index.commit_in_background(store, limit=10) is True
+        index.settle(wait=True)
+        assert sorted(index.ids()) == sorted(e.id for e in first if e.id != first[2].id)
+        hits = index.retrieve({"queue": 1.0}, scope="active", active_files=(), config=CFG, scan=9)
+        found = hits.ids([c.ref for c in hits.candidates])
+        assert sorted(found) == sorted(
+            e.id for e in first if e.id not in (first[1].id, first[2].id)
+        )
+        assert any(c.status == "pinned" for c in hits.candidates)
     finally:
         index.close()
         store.close()
