@@ -931,3 +931,78 @@ def test_a_change_retried_after_sigkill_gets_its_first_reply_and_changes_nothing
         assert_check_ok(env)
     finally:
         daemon.stop()
+
+
+def _state(env: Env) -> dict[str, Any]:
+    """What the retried requests of the next test could change, as the daemon reports it."""
+    entries = _call(env, protocol.Export(include_archived=True))["entries"]
+    return {
+        "entries": {e["id"]: e for e in entries},
+        "notes": _call(env, protocol.Notes())["notes"],
+        "aliases": _call(env, protocol.AliasList())["aliases"],
+        "conflicts": _call(env, protocol.Conflicts())["conflicts"],
+        "review": _call(env, protocol.Review(limit=200))["items"],
+    }
+
+
+def test_a_retry_whose_reply_was_lost_is_answered_from_its_journaled_event(env: Env) -> None:
+    """The changes whose effects name no entry (a note, notes done, a link, a focus, a release,
+    a resolve, an alias added and removed, review decisions), each acknowledged; then SIGKILL,
+    the kept replies lost (as if the daemon died after each change, before its reply), a
+    restart, and each request sent again with its id: each gets the reply it first got, and
+    nothing changes (no second note, no error for what was done already). (A list in a reply,
+    such as a focus's session's entries, is rebuilt as it is now: here none changed since.)"""
+    from test_capture_e2e import CONVERSATION, SESSION, _record, _transcript
+
+    fresh = lambda request: msgspec.structs.replace(request, id=uuid.uuid4().hex)  # noqa: E731
+    daemon = Daemon(env).start()
+    try:
+        path = _transcript(env)
+        with open(path, "w", encoding="utf-8") as fh:
+            for n, (role, text) in enumerate(CONVERSATION):
+                fh.write(json.dumps(_record(env, role, text, n)) + "\n")
+        _call(env, protocol.Hook(agent="claude", event="session_end", session_id=SESSION,
+                                 transcript_path=str(path)))  # fmt: skip
+
+        def three_waiting() -> list[dict[str, Any]] | None:
+            found = _call(env, protocol.Review(limit=200))["items"]
+            return found if len(found) >= 3 else None
+
+        items = until(three_waiting, "three items waiting for review")
+        always = "Always use the repository pattern for the db"
+        a = _ids_call(env, protocol.Remember(content=always, category="pattern"))
+        b = _ids_call(env, protocol.Remember(content=always.replace("Always", "Never"),
+                                             category="pattern"))  # fmt: skip
+        c = _ids_call(env, protocol.Remember(content="The queue is drained by the worker pool"))
+        (conflict,) = _call(env, protocol.Conflicts())["conflicts"]
+        first_note = _ids_call(env, protocol.NoteAdd(content="look at the flaky cart test"))
+        _ids_call(env, protocol.Focus(session="s-gone", targets=[c["id"]]))
+        sent = [
+            fresh(protocol.NoteAdd(content="rotate the staging keys on friday")),
+            fresh(protocol.Notes(done=[first_note["id"][:8]])),
+            fresh(protocol.Connect(source=c["id"], target=a["id"], relation="depends_on")),
+            fresh(protocol.Focus(session="s-retry", targets=[c["id"], a["id"]])),
+            fresh(protocol.Release(session="s-gone")),
+            fresh(protocol.Resolve(conflict=conflict["id"], keep=b["id"])),
+            fresh(protocol.AliasAdd(term="k8s", synonyms=["kubernetes", "kube"])),
+            fresh(protocol.AliasRemove(term="k8s")),
+            fresh(protocol.ReviewAccept(ids=[items[0]["id"][:8]])),
+            fresh(protocol.ReviewReject(ids=[items[1]["id"]], reason="not a decision")),
+            fresh(protocol.ReviewEdit(target=items[2]["id"], content="Lock the cart cache")),
+        ]
+        first = [_ids_call(env, r) for r in sent]
+        before = _state(env)
+        daemon.kill()
+        slug = next(p.name for p in (env.data / "projects").iterdir())
+        conn = sqlite3.connect(env.data / "projects" / slug / "memory.db")
+        with conn:
+            assert conn.execute("UPDATE requests SET reply=NULL").rowcount >= len(sent)
+        conn.close()
+        daemon = Daemon(env).start()
+
+        assert [_ids_call(env, r) for r in sent] == first
+        assert _state(env) == before  # nothing changed by the retries
+        assert [n["content"] for n in before["notes"]] == ["rotate the staging keys on friday"]
+        assert_check_ok(env)
+    finally:
+        daemon.stop()

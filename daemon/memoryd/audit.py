@@ -129,6 +129,21 @@ class AuditJournal:
         self.last_seq, self.last_hash, self.count = seq, digest, self.count + 1
         return seq
 
+    def events_of(self, request_id: str) -> list[Event]:
+        """The events the client's request ``request_id`` made, oldest first, as long as the
+        journal still holds them (a trim drops the oldest). Only to answer a retry of a change
+        whose reply was lost: it reads the whole journal, decoding only the lines naming it."""
+        needle = request_id.encode()
+        found = []
+        for line in self._lines():
+            if needle not in line:
+                continue
+            body, _ = audit_chain.unseal(line)
+            record = _record_decoder.decode(body)
+            if record.request == request_id:
+                found.append(record.event)
+        return found
+
     def _lines(self) -> list[bytes]:
         return self.path.read_bytes().splitlines()
 

@@ -32,6 +32,7 @@ from memoryd.background import BackgroundErrors
 from memoryd.banks.paths import BANK_DIRNAME
 from memoryd.config import StorageSettings
 from memoryd.core import entries as core_entries
+from memoryd.core import review as core_review
 from memoryd.core import share as core_share
 from memoryd.core.capture.findings import SessionFinding
 from memoryd.core.capture.promotion import review_quarantine
@@ -52,6 +53,7 @@ from memoryd.core.events import (
     CompactionEvent,
     ConflictDetected,
     ConflictResolved,
+    EdgeAdded,
     EntriesAccessed,
     EntriesArchived,
     EntriesForgotten,
@@ -65,7 +67,10 @@ from memoryd.core.events import (
     NotesDone,
     QuarantineReviewed,
     ReleaseReason,
+    ReviewAccepted,
+    ReviewRejected,
     SettingChanged,
+    WorkingMemoryFocused,
     WorkingMemoryReleased,
     plan_import,
     plan_pin,
@@ -358,8 +363,10 @@ class ProjectMemory:
     def answered(self, req: p.Request[Any]) -> bytes | msgspec.Struct | None:
         """What a change already applied here answered (its encoded reply), or, when the
         daemon died before it replied, the result its first attempt would have given, rebuilt
-        from what it did (remember, import, forget, pin, unpin, supersede, archive, unarchive;
-        another is run again); None for a request not applied here."""
+        from what it did (remember, import, forget, pin, unpin, supersede, archive, unarchive)
+        or from the one event it journaled (note, notes done, connect, focus, release, resolve,
+        alias add and remove, review decisions); another is run again. None for a request not
+        applied here."""
         assert isinstance(req.id, str)
         record = self.store.request_record(req.id)
         if record is None:
@@ -413,6 +420,45 @@ class ProjectMemory:
                     duplicates=max(0, lines - imported - len(rejected)),
                     rejected=rejected,
                 )
+        return self._rebuilt_from_journal(req)
+
+    def _rebuilt_from_journal(self, req: p.Request[Any]) -> msgspec.Struct | None:
+        """The result of a change that journaled one event and says no more in its effects
+        (a note, a link, a focus, a release, a resolve, an alias, a review decision), rebuilt
+        from that event; lists (notes pending, the session's focus, aliases) as they are now.
+        None when the journal no longer holds it (trimmed): the request is run again."""
+        assert isinstance(req.id, str)
+        events = self.journal.events_of(req.id)
+        match req, events[-1] if events else None:
+            case p.NoteAdd(), NoteAdded() as e:
+                return p.Note(id=e.id, content=e.content, created_at=e.created_at)
+            case p.Notes(), NotesDone() as e:
+                return p.NotesResult(notes=self.store.notes(), done=list(e.ids))
+            case p.Connect(), EdgeAdded() as e:
+                return p.Edge(
+                    source=e.source_id, target=e.target_id, relation=e.relation,
+                    created_at=e.created_at,
+                )  # fmt: skip
+            case p.Focus(), WorkingMemoryFocused() as e:
+                held = self.store.working_memory(e.session_id)
+                return p.FocusResult(session=e.session_id, ids=held, added=list(e.ids))
+            case p.Release(), WorkingMemoryReleased() as e:
+                return p.ReleaseResult(sessions=list(e.session_ids), released=e.released)
+            case p.Resolve(), ConflictResolved() as e:
+                other = None if e.kept is None else ({e.entry_a, e.entry_b} - {e.kept}).pop()
+                return p.ResolveResult(
+                    id=conflict_id(e.entry_a, e.entry_b), kept=e.kept, superseded=other
+                )
+            case p.AliasAdd(), AliasSet() as e:
+                return p.Alias(term=e.term, synonyms=list(e.synonyms), source="project")
+            case p.AliasRemove(), AliasSet() | AliasRemoved():
+                return p.AliasListResult(aliases=self.alias_list())
+            case p.ReviewAccept(), ReviewAccepted() as e:
+                return core_review.decision_of("accepted", req.ids, e)
+            case p.ReviewEdit(), ReviewAccepted() as e:
+                return core_review.decision_of("edited", [req.target], e)
+            case p.ReviewReject(), ReviewRejected() as e:
+                return core_review.decision_of("rejected", req.ids, e)
         return None
 
     def _import_rejected(self, lines: list[str], first_line: int) -> list[p.RejectedLine]:
@@ -690,7 +736,10 @@ class ProjectMemory:
         if sessions:
             self.commit(
                 WorkingMemoryReleased(
-                    session_ids=sessions, reason=reason, released_at=self._clock()
+                    session_ids=sessions,
+                    reason=reason,
+                    released_at=self._clock(),
+                    released=released,
                 )
             )
         for session in sessions:

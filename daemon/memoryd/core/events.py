@@ -321,6 +321,7 @@ class WorkingMemoryReleased(
     session_ids: tuple[str, ...]
     reason: ReleaseReason
     released_at: float
+    released: int = 0  # entries let go (what the reply said; 0 in events journaled before)
 
 
 class EdgeAdded(msgspec.Struct, tag="edge_added", frozen=True, kw_only=True):

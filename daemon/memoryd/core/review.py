@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from typing import Literal
 
 import msgspec
 
@@ -155,6 +156,35 @@ def plan_reject(items: Sequence[Item], reason: str, *, now: float) -> ReviewReje
         reason=redact(reason.strip()).text,
         rejected_at=now,
     )
+
+
+def decision_of(
+    action: Literal["accepted", "rejected", "edited"],
+    named: Sequence[str],
+    event: ReviewAccepted | ReviewRejected,
+) -> p.ReviewDecisionResult:
+    """The reply a decision gave, rebuilt from its event and the names its request gave: for a
+    retry whose first reply was lost (the daemon died between the change and the reply). Each
+    name is resolved among the items the event acted on, as ``resolve`` resolved it among all
+    those waiting (a prefix unique among them is unique among these)."""
+    if isinstance(event, ReviewRejected):
+        acted = [*event.archived, *event.findings]
+        entries = list(event.archived)
+    else:
+        acted = [*event.confirmed, *(f for f, _ in event.promoted_from)]
+        acted += [old for old, _ in event.replaced]
+        entries = [*event.confirmed, *(e.id for e in event.added)]
+    return p.ReviewDecisionResult(
+        action=action, ids=[_acted_on(acted, name) for name in named], entries=entries
+    )
+
+
+def _acted_on(acted: Sequence[str], wanted: str) -> str:
+    key = wanted.strip().lower()
+    if key in acted:
+        return key
+    found = [i for i in acted if len(key) >= ID_PREFIX_MIN and i.startswith(key)]
+    return found[0] if len(found) == 1 else key
 
 
 def _unique(items: Sequence[Item]) -> list[Item]:
