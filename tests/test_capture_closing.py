@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from faults.conftest import small_disk
+from memctl import protocol as p
 from memoryd.background import BackgroundErrors
 from memoryd.capture.service import SLICE_BYTES, CaptureService
 from memoryd.config import StorageSettings
@@ -22,6 +23,8 @@ from memoryd.core.capture.rules import DEFAULT_RULES
 from memoryd.core.errors import MemorydError
 from memoryd.project import ProjectMemory
 from memoryd.registry import ProjectRegistry
+from memoryd.server.context import Parked
+from memoryd.server.handlers.hook import _read_first
 
 SESSION = "9b2f6c1e-4a3d-4e5f-8a7b-1c2d3e4f5a6b"
 FILLER = "The asset step copies images into the bundle folder and logs every file it touched. "
@@ -162,3 +165,24 @@ def test_an_end_whose_run_fails_leaves_the_close_to_the_next_reading(tmp_path: P
         while capture.service.reading(str(capture.path)):
             capture.read_slice()
         _closed_once_as_its_end(capture)
+
+
+def test_the_transcript_an_end_hook_waits_for_is_read_before_the_others(capture: Capture) -> None:
+    """Another session's transcript is being read too (a start-up's catch-up, say): the loop's
+    idle work reads the one the hook waits for (``hurry``) to its end first, instead of a slice
+    of each in turn."""
+    other = capture.path.with_name("0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6.jsonl")
+    other.write_text(capture.path.read_text().replace(SESSION, other.stem))
+    capture.service.file_changed(str(other), "claude")
+    assert capture.end() is None and capture.service.reading(str(other))
+    left = other.stat().st_size - capture.service._live[str(other)].cursor.offset
+    waiting = _read_first(capture.service, str(capture.path), p.HookResult())
+    assert isinstance(waiting, Parked)  # the hook waits, and its transcript goes first
+    while capture.service.reading(str(capture.path)):
+        capture.service.work_backlog()
+    assert other.stat().st_size - capture.service._live[str(other)].cursor.offset == left
+    assert capture.end() is True  # its hook, run again: closed
+    _closed_once_as_its_end(capture)
+    while capture.service.work_backlog():
+        pass
+    assert not capture.service.reading(str(other))  # then the other, read to its end

@@ -160,6 +160,8 @@ class CaptureService:
         self._backlog_bytes = p.Progress(done=0, total=0)
         # Transcripts read a slice at a time, with more of them to read (path → agent).
         self._continuing: dict[str, Agent] = {}
+        # Of those, the ones an end hook waits for: read before the others (``hurry``).
+        self._hurried: set[str] = set()
         # Sessions whose closing the reading of their transcript took over (path → reason):
         # their end's hook stopped waiting, or another session began meanwhile. Closed once
         # read, never on part of it; but not while their end's hook waits to close them.
@@ -220,11 +222,12 @@ class CaptureService:
         return info.st_size
 
     def work_backlog(self) -> bool:
-        """Read a slice of a transcript with more to read, else start on one queued file;
-        returns whether more is waiting."""
+        """Read a slice of a transcript with more to read (one an end hook waits for first),
+        else start on one queued file; returns whether more is waiting."""
         if self._continuing:
-            path, agent = next(iter(self._continuing.items()))
-            self.file_changed(path, agent)
+            self._hurried &= self._continuing.keys()
+            path = next(iter(self._hurried or self._continuing))
+            self.file_changed(path, self._continuing[path])
         elif self._backlog:
             path, unread = self._backlog.popleft()
             try:
@@ -240,6 +243,12 @@ class CaptureService:
     def reading(self, path: str | None) -> bool:
         """Whether what is new in ``path`` is still being read, a slice per loop turn."""
         return path is not None and path in self._continuing
+
+    def hurry(self, path: str | None) -> None:
+        """Read what is new in ``path`` before the other transcripts being read (a start-up's
+        catch-up, another session): an end hook waits for it, and would share the turns."""
+        if path is not None and self.reading(path):
+            self._hurried.add(path)
 
     def close_once_read(self, path: str | None) -> None:
         """Close the session of ``path`` once what is new in it is read: its end's hook has

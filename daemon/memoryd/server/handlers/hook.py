@@ -102,6 +102,7 @@ def _read_first(
     goes on."""
     if not capture.reading(path):
         return result
+    capture.hurry(path)
     deadline = time.monotonic() + capture.hook_wait_s
     return Parked(deadline, result, ready=lambda: not capture.reading(path), expired=expired)
 
