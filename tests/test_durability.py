@@ -1003,6 +1003,11 @@ def test_a_retry_whose_reply_was_lost_is_answered_from_its_journaled_event(env: 
         assert [_ids_call(env, r) for r in sent] == first
         assert _state(env) == before  # nothing changed by the retries
         assert [n["content"] for n in before["notes"]] == ["rotate the staging keys on friday"]
+        conn = sqlite3.connect(env.data / "projects" / slug / "memory.db")
+        with conn:  # the rebuilt replies kept: a next retry reads them, not the journal
+            kept = conn.execute("SELECT id FROM requests WHERE reply IS NOT NULL").fetchall()
+            assert {r.id for r in sent} <= {row[0] for row in kept}
+        conn.close()
         assert_check_ok(env)
     finally:
         daemon.stop()

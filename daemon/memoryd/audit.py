@@ -132,16 +132,22 @@ class AuditJournal:
     def events_of(self, request_id: str) -> list[Event]:
         """The events the client's request ``request_id`` made, oldest first, as long as the
         journal still holds them (a trim drops the oldest). Only to answer a retry of a change
-        whose reply was lost: it reads the whole journal, decoding only the lines naming it."""
-        needle = request_id.encode()
+        whose reply was lost: it reads the journal a line at a time, decoding only the lines
+        whose ``request`` field is this id (as the encoder wrote it: escaped where JSON must);
+        a line that does not decode is not this request's."""
+        needle = b'"request":' + _encoder.encode(request_id)
         found = []
-        for line in self._lines():
-            if needle not in line:
-                continue
-            body, _ = audit_chain.unseal(line)
-            record = _record_decoder.decode(body)
-            if record.request == request_id:
-                found.append(record.event)
+        with open(self.path, "rb") as fh:
+            for line in fh:
+                if needle not in line:
+                    continue
+                try:
+                    body, _ = audit_chain.unseal(line)
+                    record = _record_decoder.decode(body)
+                except (audit_chain.ChainError, msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if record.request == request_id:
+                    found.append(record.event)
         return found
 
     def _lines(self) -> list[bytes]:

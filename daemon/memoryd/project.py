@@ -86,6 +86,11 @@ from memoryd.store.base import FINDING_PREFIX, SessionRecord, Store, StoreCorrup
 from memoryd.store.sqlite import ReadConnections, SqliteStore
 
 ID_PREFIX_MIN = 4
+# The changes a retry is answered from the one event they journaled (``answered``).
+_ONE_EVENT_CHANGES = (
+    p.NoteAdd, p.Notes, p.Connect, p.Focus, p.Release, p.Resolve, p.AliasAdd, p.AliasRemove,
+    p.ReviewAccept, p.ReviewReject, p.ReviewEdit,
+)  # fmt: skip
 # At open the index's ids are compared with the store's up to this many documents (~15 ms);
 # above it only their numbers (memctl check compares the ids at any size).
 OPEN_ID_CHECK_MAX = 2_000
@@ -428,6 +433,8 @@ class ProjectMemory:
         from that event; lists (notes pending, the session's focus, aliases) as they are now.
         None when the journal no longer holds it (trimmed): the request is run again."""
         assert isinstance(req.id, str)
+        if not isinstance(req, _ONE_EVENT_CHANGES):
+            return None  # nothing to find: the journal is not read
         events = self.journal.events_of(req.id)
         match req, events[-1] if events else None:
             case p.NoteAdd(), NoteAdded() as e:

@@ -439,7 +439,10 @@ class Server:
             return None
         if answered is None or isinstance(answered, bytes):
             return answered
-        return p.encode(p.ok(request.id, answered))
+        assert isinstance(request.id, str)
+        reply = p.ok(request.id, answered)
+        self._keep_durably(project, request, request.id, reply)  # a next retry reads it here
+        return p.encode(reply)
 
     def _run(
         self, request: p.Request[Any], *, deferring: bool = False
