@@ -255,3 +255,34 @@ def test_search_scopes(project: ProjectMemory) -> None:
     assert found("active_and_findings") == {entry.id, "f:" + finding.id}
     assert found("archived") == set()
     assert project.lookup(["f:" + finding.id, "gone"]) == {"f:" + finding.id: finding}
+
+
+def test_a_retry_whose_journaled_change_was_trimmed_is_refused_not_applied_again(
+    tmp_path: Path,
+) -> None:
+    """A note's reply was lost, and the audit log was trimmed past its event since: the
+    retry is answered an error saying it was applied (a second note would be a duplicate);
+    one whose event is still there gets its reply rebuilt."""
+    from memoryd.request_ids import SERVING
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    settings = StorageSettings(audit_max_events=10, audit_trim_to=5)
+    memory = ProjectMemory(root, tmp_path / "data", settings, BackgroundErrors())
+    try:
+        old, recent = (p.NoteAdd(id=f"{n}" * 32, content=f"note {n}") for n in (1, 2))
+        with SERVING.serving(old.id or "", "note"):
+            first = memory.add_note(old.content)
+        for n in range(12):  # past max_events: the journal keeps the newest few
+            memory.add_note(f"filler {n}")
+        with SERVING.serving(recent.id or "", "note"):
+            second = memory.add_note(recent.content)
+        reply = memory.answered(old)
+        assert isinstance(reply, bytes)
+        error = p.decode_reply(reply)
+        assert isinstance(error, p.Error) and error.code == p.ErrorCode.CONFLICT
+        assert "applied already" in error.message and "trimmed" in error.message
+        assert memory.answered(recent) == second
+        assert [n.content for n in memory.notes().notes].count(first.content) == 1
+    finally:
+        memory.close()

@@ -371,14 +371,26 @@ class ProjectMemory:
         from what it did (remember, import, forget, pin, unpin, supersede, archive, unarchive)
         or from the one event it journaled (note, notes done, connect, focus, release, resolve,
         alias add and remove, review decisions); another is run again. None for a request not
-        applied here."""
+        applied here. One of the latter whose event the journal no longer holds (trimmed since)
+        is answered an error saying so: run again, it would be applied twice (a second note)."""
         assert isinstance(req.id, str)
         record = self.store.request_record(req.id)
         if record is None:
             return None
         if record.reply is not None:
             return record.reply
-        return self._rebuilt_result(req, record.effects)
+        rebuilt = self._rebuilt_result(req, record.effects)
+        if rebuilt is None and isinstance(req, _ONE_EVENT_CHANGES):
+            return p.encode(
+                p.Error(
+                    id=req.id,
+                    code=p.ErrorCode.CONFLICT,
+                    message=f"this {record.op} was applied already; its reply was lost and the "
+                    "audit log no longer holds its change (trimmed since): it is not applied "
+                    "again (see memctl audit, or list what it changed)",
+                )
+            )
+        return rebuilt
 
     def keep_reply(self, request_id: str, encoded: bytes) -> None:
         """Keep the reply of a change this request made (before it is sent); bounded."""
