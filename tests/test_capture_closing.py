@@ -64,26 +64,15 @@ def capture(tmp_path: Path) -> Iterator[Capture]:
 
 
 @contextlib.contextmanager
-def _capture(tmp_path: Path, data: Path) -> Iterator[Capture]:
+def _capture(tmp_path: Path, data: Path, *, restarted: bool = False) -> Iterator[Capture]:
     """A transcript of 1,001 lines in a Claude project folder, and capture over a project whose
-    memory lives in ``data``."""
+    memory lives in ``data``. ``restarted``: capture again over those made before (a daemon
+    started again: the saved cursors are read)."""
     root = tmp_path / "project"
-    (root / ".memoryd").mkdir(parents=True)
     folder = tmp_path / "home" / ".claude" / "projects" / "-project"
-    folder.mkdir(parents=True)
     path = folder / f"{SESSION}.jsonl"
-    # Every slice holds decisions: each slice's checkpoint journals findings.
-    records = [
-        FILLER * 12 + (f"We decided to use plan {n} for the rollout." if n % 20 == 0 else f"({n})")
-        for n in range(1_000)
-    ] + [LAST]
-    with open(path, "w", encoding="utf-8") as fh:
-        for n, text in enumerate(records):
-            content = [{"type": "text", "text": text}]
-            record = {"type": "assistant", "sessionId": SESSION, "cwd": str(root),
-                      "uuid": f"a{n}", "timestamp": f"2026-11-21T10:{n % 60:02d}:00Z",
-                      "message": {"role": "assistant", "content": content}}  # fmt: skip
-            fh.write(json.dumps(record) + "\n")
+    if not restarted:
+        _write_transcript(root, folder, path)
     errors = BackgroundErrors()
     registry = ProjectRegistry(data, StorageSettings(), errors)
     service = CaptureService(
@@ -98,6 +87,23 @@ def _capture(tmp_path: Path, data: Path) -> Iterator[Capture]:
         yield Capture(service, registry.get(str(root)), path)
     finally:
         registry.close()
+
+
+def _write_transcript(root: Path, folder: Path, path: Path) -> None:
+    (root / ".memoryd").mkdir(parents=True)
+    folder.mkdir(parents=True)
+    # Every slice holds decisions: each slice's checkpoint journals findings.
+    records = [
+        FILLER * 12 + (f"We decided to use plan {n} for the rollout." if n % 20 == 0 else f"({n})")
+        for n in range(1_000)
+    ] + [LAST]
+    with open(path, "w", encoding="utf-8") as fh:
+        for n, text in enumerate(records):
+            content = [{"type": "text", "text": text}]
+            record = {"type": "assistant", "sessionId": SESSION, "cwd": str(root),
+                      "uuid": f"a{n}", "timestamp": f"2026-11-21T10:{n % 60:02d}:00Z",
+                      "message": {"role": "assistant", "content": content}}  # fmt: skip
+            fh.write(json.dumps(record) + "\n")
 
 
 def _closed_once_as_its_end(capture: Capture) -> None:
@@ -186,3 +192,48 @@ def test_the_transcript_an_end_hook_waits_for_is_read_before_the_others(capture:
     while capture.service.work_backlog():
         pass
     assert not capture.service.reading(str(other))  # then the other, read to its end
+
+
+def test_a_resumed_session_is_read_again_in_idle_turns_not_at_its_close(tmp_path: Path) -> None:
+    """After a restart, a session continues from its saved cursor; its episode needs the whole
+    transcript, which the loop's idle turns read again a slice at a time once nothing else is
+    read. Its close then reads only what came since, never the whole file in one step: the first
+    prompt, changed in place after the replay, is still the episode's goal as it was read."""
+    with _capture(tmp_path, tmp_path / "data") as before:
+        goal = "Set up the billing retries on the zebra queue, please."
+        text = before.path.read_text()
+        first = json.dumps({"type": "user", "sessionId": SESSION, "cwd": str(before.project.root),
+                            "uuid": "u0", "timestamp": "2026-11-21T09:59:00Z",
+                            "message": {"role": "user", "content": goal}})  # fmt: skip
+        before.path.write_text(first + "\n" + text)
+        before.read_slice()
+        while before.service.reading(str(before.path)):
+            before.read_slice()
+        before.service.save_cursors()  # a clean stop: the session is not closed
+    with _capture(tmp_path, tmp_path / "data", restarted=True) as after:
+        closing = "In the end the billing retries run on the zebra queue in every region. " * 3
+        last = {
+            "type": "assistant",
+            "sessionId": SESSION,
+            "cwd": str(after.project.root),
+            "uuid": "a1001",
+            "timestamp": "2026-11-21T11:00:00Z",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": closing}]},
+        }
+        with open(after.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(last) + "\n")
+        after.read_slice()  # resumed from the cursor: only the appended line is read
+        live = after.service._live[str(after.path)]
+        assert live.resumed and len(live.messages) == 1
+        while after.service.work_backlog():  # the replay, a slice per idle turn
+            pass
+        with open(after.path, "r+b") as fh:  # the first prompt changed in place, same length
+            fh.seek(len(first) - len(goal) - 100)
+            head = fh.read(len(goal) + 100)
+            fh.seek(len(first) - len(goal) - 100)
+            fh.write(head.replace(goal.encode(), goal.upper().encode()))
+        assert after.end() is True
+        (close,) = after.closes()
+        episode = close["episode"]
+        assert episode["goal"] == goal and episode["turns"] == 1
+        assert episode["outcome"].startswith(closing[:60])  # appended after the restart

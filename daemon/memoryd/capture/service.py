@@ -15,6 +15,7 @@ fingerprint, so re-reading adds nothing twice.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -75,6 +76,19 @@ RESUMABLE = frozenset({"claude", "codex"})
 
 
 @dataclass
+class Replay:
+    """A resumed session's transcript read again from its first line, for its episode (what
+    came before the cursor it resumed from is not in memory): a slice per idle loop turn once
+    every other reading is done (``work_backlog``), what is left when the session closes. The
+    same reading as one pass over the whole file at the close, which held the owner thread
+    ~0.2 s per 30 MB of a Claude transcript and ~0.4 s of a Codex one."""
+
+    state: ParserState
+    cursor: Cursor | None = None
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass
 class LiveSession:
     path: str
     agent: Agent
@@ -90,6 +104,7 @@ class LiveSession:
     inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
     closed_before: bool = False  # finalized at least once in this run
     resumed: bool = False  # continued from a saved cursor: earlier messages are not in memory
+    replay: Replay | None = None  # then, the whole transcript read again for the episode
     # Extraction over the session so far: each message is fed to it once (``fed`` of them).
     extractor: Extractor | None = None
     fed: int = 0
@@ -162,6 +177,9 @@ class CaptureService:
         self._continuing: dict[str, Agent] = {}
         # Of those, the ones an end hook waits for: read before the others (``hurry``).
         self._hurried: set[str] = set()
+        # Resumed sessions whose transcript is read again for their episode (``Replay``), once
+        # every other reading is done (an ordered set).
+        self._replaying: dict[str, None] = {}
         # Sessions whose closing the reading of their transcript took over (path → reason):
         # their end's hook stopped waiting, or another session began meanwhile. Closed once
         # read, never on part of it; but not while their end's hook waits to close them.
@@ -235,7 +253,18 @@ class CaptureService:
             finally:
                 self._backlog_files.done += 1
                 self._backlog_bytes.done += unread
-        return bool(self._backlog or self._continuing)
+        elif self._replaying:
+            self._replay_slice(next(iter(self._replaying)))
+        return bool(self._backlog or self._continuing or self._replaying)
+
+    def _replay_slice(self, path: str) -> None:
+        live = self._live.get(path)
+        more = False
+        if live is not None and live.replay is not None:
+            with contextlib.suppress(OSError):  # gone: its close reads what it can, as before
+                more = self._replayed(live, SLICE_BYTES)
+        if not more:
+            del self._replaying[path]  # what the file gains later is read at the close
 
     def backlog_pending(self) -> bool:
         return bool(self._backlog or self._continuing)
@@ -330,20 +359,31 @@ class CaptureService:
         live.cursor = Cursor(path=live.path, inode=known.inode, offset=known.offset)
         live.resumed = True
         live.closed_before = known.finalized
+        live.replay = Replay(parsers.new_state(live.agent, live.path))
+        self._replaying[live.path] = None
 
-    def _all_messages(self, live: LiveSession) -> list[Message]:
-        """The whole transcript again, for the episode of a session resumed mid-file."""
-        state = parsers.new_state(live.agent, live.path)
-        cursor: Cursor | None = None
-        messages: list[Message] = []
-        while True:
-            chunk = read_new(live.path, cursor)
-            cursor = chunk.cursor
-            for offset, line in chunk.lines:
-                parsed = parsers.parse_line(live.agent, line, offset, state)
-                messages.extend(m for m in parsed if not m.injected)
-            if not chunk.more:
-                return messages
+    def _replayed(self, live: LiveSession, slice_bytes: int | None = None) -> bool:
+        """Read a slice of ``live``'s replay (all that is left without ``slice_bytes``);
+        returns whether more is waiting."""
+        replay = live.replay
+        assert replay is not None
+        chunk = read_new(live.path, replay.cursor, slice_bytes=slice_bytes)
+        if chunk.restarted and replay.cursor is not None:  # truncated or replaced: start over
+            live.replay = replay = Replay(parsers.new_state(live.agent, live.path))
+        replay.cursor = chunk.cursor
+        for offset, line in chunk.lines:
+            parsed = parsers.parse_line(live.agent, line, offset, replay.state)
+            replay.messages.extend(m for m in parsed if not m.injected)
+        return chunk.more
+
+    def _episode_messages(self, live: LiveSession) -> list[Message]:
+        """Every message of the session, for its episode: a resumed one's replay, read to the
+        end of the file first."""
+        if live.replay is None:
+            return live.messages
+        while self._replayed(live):
+            pass
+        return live.replay.messages
 
     def _read(self, live: LiveSession) -> bool:
         """Read a slice of what is new; returns whether more is waiting to be read."""
@@ -513,7 +553,7 @@ class CaptureService:
             agent=live.agent,
             reason=reason,
             transcript_path=path,
-            messages=self._all_messages(live) if live.resumed else live.messages,
+            messages=self._episode_messages(live),
             findings=findings,
             preset=project.preset() or self.default_preset,
             sessions_by_fingerprint=spread[0],
@@ -719,6 +759,7 @@ class CaptureService:
 
     def _retire(self, live: LiveSession) -> None:
         """Keep the parse counts of a session that leaves memory."""
+        self._replaying.pop(live.path, None)
         self._close_when_read.pop(live.path, None)
         self._hook_closes.discard(live.path)
         self.stats["malformed"] += live.state.stats.malformed
