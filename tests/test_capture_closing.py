@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,46 +195,74 @@ def test_the_transcript_an_end_hook_waits_for_is_read_before_the_others(capture:
     assert not capture.service.reading(str(other))  # then the other, read to its end
 
 
-def test_a_resumed_session_is_read_again_in_idle_turns_not_at_its_close(tmp_path: Path) -> None:
-    """After a restart, a session continues from its saved cursor; its episode needs the whole
-    transcript, which the loop's idle turns read again a slice at a time once nothing else is
-    read. Its close then reads only what came since, never the whole file in one step: the first
-    prompt, changed in place after the replay, is still the episode's goal as it was read."""
+GOAL = "Set up the billing retries on the zebra queue, please."
+CLOSING = "In the end the billing retries run on the zebra queue in every region. " * 3
+
+
+@contextlib.contextmanager
+def _resumed(tmp_path: Path) -> Iterator[Capture]:
+    """A session read whole (its first line a prompt: the episode's goal), a clean stop (its
+    cursor saved, not closed), and capture started again, the session resumed from its cursor
+    by a line appended since (a second prompt, read)."""
     with _capture(tmp_path, tmp_path / "data") as before:
-        goal = "Set up the billing retries on the zebra queue, please."
         text = before.path.read_text()
-        first = json.dumps({"type": "user", "sessionId": SESSION, "cwd": str(before.project.root),
-                            "uuid": "u0", "timestamp": "2026-11-21T09:59:00Z",
-                            "message": {"role": "user", "content": goal}})  # fmt: skip
-        before.path.write_text(first + "\n" + text)
+        before.path.write_text(_line(before, "user", GOAL, "u0") + text)
         before.read_slice()
         while before.service.reading(str(before.path)):
             before.read_slice()
-        before.service.save_cursors()  # a clean stop: the session is not closed
+        before.service.save_cursors()
     with _capture(tmp_path, tmp_path / "data", restarted=True) as after:
-        closing = "In the end the billing retries run on the zebra queue in every region. " * 3
-        last = {
-            "type": "assistant",
-            "sessionId": SESSION,
-            "cwd": str(after.project.root),
-            "uuid": "a1001",
-            "timestamp": "2026-11-21T11:00:00Z",
-            "message": {"role": "assistant", "content": [{"type": "text", "text": closing}]},
-        }
         with open(after.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(last) + "\n")
-        after.read_slice()  # resumed from the cursor: only the appended line is read
+            fh.write(_line(after, "user", "Now check the rollout, please.", "u1"))
+        after.read_slice()  # only the appended line is read: resumed from the cursor
         live = after.service._live[str(after.path)]
         assert live.resumed and len(live.messages) == 1
+        yield after
+
+
+def _line(capture: Capture, role: str, text: str, uuid: str) -> str:
+    content = text if role == "user" else [{"type": "text", "text": text}]
+    return json.dumps({"type": role, "sessionId": SESSION, "cwd": str(capture.project.root),
+                       "uuid": uuid, "timestamp": "2026-11-21T11:00:00Z",
+                       "message": {"role": role, "content": content}}) + "\n"  # fmt: skip
+
+
+def _episode(capture: Capture) -> dict[str, Any]:
+    (close,) = capture.closes()
+    return dict(close["episode"])
+
+
+def test_a_resumed_session_is_read_again_in_idle_turns_not_at_its_close(tmp_path: Path) -> None:
+    """After a restart, a session continues from its saved cursor; its episode needs what came
+    before it, which the loop's idle turns read again a slice at a time once nothing else is
+    read. The close reads none of it: the first prompt, changed in place after those turns, is
+    still the episode's goal as it was read; and a line appended after them is in it too."""
+    with _resumed(tmp_path) as after:
         while after.service.work_backlog():  # the replay, a slice per idle turn
             pass
         with open(after.path, "r+b") as fh:  # the first prompt changed in place, same length
-            fh.seek(len(first) - len(goal) - 100)
-            head = fh.read(len(goal) + 100)
-            fh.seek(len(first) - len(goal) - 100)
-            fh.write(head.replace(goal.encode(), goal.upper().encode()))
+            head = fh.read(4096)
+            fh.seek(0)
+            fh.write(head.replace(GOAL.encode(), GOAL.upper().encode()))
+        with open(after.path, "a", encoding="utf-8") as fh:
+            fh.write(_line(after, "assistant", CLOSING, "a1001"))
+        after.read_slice()  # the watcher's reading of the append
         assert after.end() is True
-        (close,) = after.closes()
-        episode = close["episode"]
-        assert episode["goal"] == goal and episode["turns"] == 1
-        assert episode["outcome"].startswith(closing[:60])  # appended after the restart
+        episode = _episode(after)
+        assert episode["goal"] == GOAL and episode["turns"] == 2  # each prompt once
+        assert episode["outcome"].startswith(CLOSING[:60])
+
+
+def test_a_resumed_session_closed_before_its_replay_reads_the_rest_then(tmp_path: Path) -> None:
+    """A close before the idle turns read what came before the cursor reads it then: the
+    episode is whole all the same."""
+    with _resumed(tmp_path) as after:
+        assert after.service.work_backlog()  # one slice of the replay, no more
+        with open(after.path, "a", encoding="utf-8") as fh:
+            fh.write(_line(after, "assistant", CLOSING, "a1001"))
+        after.read_slice()
+        assert after.end() is True
+        episode = _episode(after)
+        assert episode["goal"] == GOAL and episode["turns"] == 2  # each prompt once
+        assert episode["outcome"].startswith(CLOSING[:60])
+        assert not after.service.work_backlog()  # nothing left to replay

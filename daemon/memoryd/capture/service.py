@@ -77,15 +77,21 @@ RESUMABLE = frozenset({"claude", "codex"})
 
 @dataclass
 class Replay:
-    """A resumed session's transcript read again from its first line, for its episode (what
-    came before the cursor it resumed from is not in memory): a slice per idle loop turn once
-    every other reading is done (``work_backlog``), what is left when the session closes. The
-    same reading as one pass over the whole file at the close, which held the owner thread
-    ~0.2 s per 30 MB of a Claude transcript and ~0.4 s of a Codex one."""
+    """What a resumed session's transcript held before the cursor it resumed from (those
+    messages are not in memory), read again for its episode: a slice per idle loop turn once
+    every other reading is done (``work_backlog``), what is left of it when the session closes.
+    Its messages and the session's own make the episode: before, the close read the whole
+    file in one pass on the owner thread, ~0.2 s per 30 MB of a Claude transcript and ~0.4 s
+    of a Codex one."""
 
     state: ParserState
+    end: int  # the offset the session resumed from
     cursor: Cursor | None = None
     messages: list[Message] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.cursor is not None and self.cursor.offset >= self.end
 
 
 @dataclass
@@ -103,8 +109,8 @@ class LiveSession:
     finalized: bool = False
     inherited: list[SessionFinding] | None = None  # a fork's copy of its parent's findings
     closed_before: bool = False  # finalized at least once in this run
-    resumed: bool = False  # continued from a saved cursor: earlier messages are not in memory
-    replay: Replay | None = None  # then, the whole transcript read again for the episode
+    resumed: bool = False  # continued from a saved cursor: earlier messages were not read
+    replay: Replay | None = None  # then, those read again for the episode
     # Extraction over the session so far: each message is fed to it once (``fed`` of them).
     extractor: Extractor | None = None
     fed: int = 0
@@ -115,6 +121,7 @@ class LiveSession:
         self.state = state
         self.messages.clear()
         self.extractor, self.fed, self.first_cwd = None, 0, None
+        self.replay = None  # what came before the resume is not this transcript's
 
     @property
     def session_id(self) -> str:
@@ -258,13 +265,16 @@ class CaptureService:
         return bool(self._backlog or self._continuing or self._replaying)
 
     def _replay_slice(self, path: str) -> None:
+        del self._replaying[path]  # back at the end of the queue while there is more
         live = self._live.get(path)
-        more = False
-        if live is not None and live.replay is not None:
-            with contextlib.suppress(OSError):  # gone: its close reads what it can, as before
-                more = self._replayed(live, SLICE_BYTES)
-        if not more:
-            del self._replaying[path]  # what the file gains later is read at the close
+        if live is None or live.replay is None or live.replay.done:
+            return
+        project = self._project(live)
+        if project is None or not self._enabled(project):
+            return  # no close will use it (were it turned on, the close reads what is left)
+        with contextlib.suppress(OSError):  # gone: the close keeps what was read
+            if self._replayed(live, SLICE_BYTES):
+                self._replaying[path] = None
 
     def backlog_pending(self) -> bool:
         return bool(self._backlog or self._continuing)
@@ -323,6 +333,8 @@ class CaptureService:
         before = len(live.messages)
         if self._read(live):
             self._continuing[path] = agent
+        else:
+            self._hurried.discard(path)
         if len(live.messages) > before:
             live.finalized = False
             live.last_activity = self._clock()
@@ -359,31 +371,38 @@ class CaptureService:
         live.cursor = Cursor(path=live.path, inode=known.inode, offset=known.offset)
         live.resumed = True
         live.closed_before = known.finalized
-        live.replay = Replay(parsers.new_state(live.agent, live.path))
+        live.replay = Replay(parsers.new_state(live.agent, live.path), end=known.offset)
         self._replaying[live.path] = None
 
     def _replayed(self, live: LiveSession, slice_bytes: int | None = None) -> bool:
         """Read a slice of ``live``'s replay (all that is left without ``slice_bytes``);
-        returns whether more is waiting."""
+        returns whether more of it is waiting. (A file truncated or replaced meanwhile is a
+        new transcript: ``_read`` restarts the session, which drops its replay.)"""
         replay = live.replay
         assert replay is not None
         chunk = read_new(live.path, replay.cursor, slice_bytes=slice_bytes)
-        if chunk.restarted and replay.cursor is not None:  # truncated or replaced: start over
-            live.replay = replay = Replay(parsers.new_state(live.agent, live.path))
-        replay.cursor = chunk.cursor
+        if chunk.restarted:
+            return False
         for offset, line in chunk.lines:
+            if offset >= replay.end:  # the session read it (from its cursor)
+                replay.cursor = Cursor(path=live.path, inode=chunk.cursor.inode, offset=offset)
+                return False
             parsed = parsers.parse_line(live.agent, line, offset, replay.state)
             replay.messages.extend(m for m in parsed if not m.injected)
-        return chunk.more
+        replay.cursor = chunk.cursor
+        return chunk.more and not replay.done
 
     def _episode_messages(self, live: LiveSession) -> list[Message]:
-        """Every message of the session, for its episode: a resumed one's replay, read to the
-        end of the file first."""
-        if live.replay is None:
+        """Every message of the session, for its episode: a resumed one's, those before its
+        cursor (read now if the idle turns have not) and its own. A file gone meanwhile: what
+        was read."""
+        replay = live.replay
+        if replay is None:
             return live.messages
-        while self._replayed(live):
-            pass
-        return live.replay.messages
+        with contextlib.suppress(OSError):
+            while self._replayed(live):
+                pass
+        return replay.messages + live.messages
 
     def _read(self, live: LiveSession) -> bool:
         """Read a slice of what is new; returns whether more is waiting to be read."""
@@ -760,6 +779,7 @@ class CaptureService:
     def _retire(self, live: LiveSession) -> None:
         """Keep the parse counts of a session that leaves memory."""
         self._replaying.pop(live.path, None)
+        self._hurried.discard(live.path)
         self._close_when_read.pop(live.path, None)
         self._hook_closes.discard(live.path)
         self.stats["malformed"] += live.state.stats.malformed
