@@ -266,3 +266,15 @@ def test_a_resumed_session_closed_before_its_replay_reads_the_rest_then(tmp_path
         assert episode["goal"] == GOAL and episode["turns"] == 2  # each prompt once
         assert episode["outcome"].startswith(CLOSING[:60])
         assert not after.service.work_backlog()  # nothing left to replay
+
+
+def test_a_resumed_session_whose_transcript_is_gone_closes_on_what_was_read(
+    tmp_path: Path,
+) -> None:
+    """The transcript deleted before the idle turns read what came before the cursor: the
+    close (idle, or at a stop) does not fail on it, which kept every idle session in memory;
+    the episode holds what was read."""
+    with _resumed(tmp_path) as after:
+        after.path.unlink()
+        assert after.service.finalize(str(after.path), "idle") is True
+        assert _episode(after)["goal"] == "Now check the rollout, please."
