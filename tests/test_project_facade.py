@@ -286,3 +286,32 @@ def test_a_retry_whose_journaled_change_was_trimmed_is_refused_not_applied_again
         assert [n.content for n in memory.notes().notes].count(first.content) == 1
     finally:
         memory.close()
+
+
+def test_a_retry_of_a_change_the_database_refused_gets_it_once(tmp_path: Path) -> None:
+    """A note journaled while another process locked the database (its client heard
+    ``unavailable``: it will be applied later), then retried with its id once the database
+    accepts writes: the retry is answered that note, applied once, not a second one."""
+    import sqlite3
+
+    from memoryd.core.errors import Unavailable
+    from memoryd.request_ids import SERVING
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    memory = ProjectMemory(root, tmp_path / "data", StorageSettings(), BackgroundErrors())
+    try:
+        request = p.NoteAdd(id="7" * 32, content="rotate the staging keys")
+        locker = sqlite3.connect(memory.dir / "memory.db", isolation_level=None, timeout=0)
+        locker.execute("BEGIN EXCLUSIVE")
+        try:
+            with SERVING.serving(request.id or "", "note"), pytest.raises(Unavailable):
+                memory.add_note(request.content)
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        answered = memory.answered(request)
+        assert isinstance(answered, p.Note) and answered.content == request.content
+        assert [n.content for n in memory.notes().notes] == [request.content]
+    finally:
+        memory.close()

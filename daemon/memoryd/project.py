@@ -374,6 +374,9 @@ class ProjectMemory:
         applied here. One of the latter whose event the journal no longer holds (trimmed since)
         is answered an error saying so: run again, it would be applied twice (a second note)."""
         assert isinstance(req.id, str)
+        if self._behind:  # the change the database refused may be this request's: apply it
+            with contextlib.suppress(Unavailable):
+                self.catch_up()
         record = self.store.request_record(req.id)
         if record is None:
             return None
