@@ -13,6 +13,7 @@ and ``--full`` (or ``MEMORYD_FULL=1``) runs all of them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -874,6 +875,18 @@ def test_sigkill_stream_over_the_full_mix_loses_and_doubles_nothing(
 # ---------------------------------------------------------------- retries across a restart
 
 
+def _memory_db(env: Env) -> Path:
+    (project,) = (env.data / "projects").iterdir()
+    return project / "memory.db"
+
+
+def _erase_replies(env: Env, at_least: int) -> None:
+    """As if the daemon had died after each change, before its reply: the kept replies gone
+    (their effects stay), with the daemon stopped."""
+    with contextlib.closing(sqlite3.connect(_memory_db(env))) as conn, conn:
+        assert conn.execute("UPDATE requests SET reply=NULL").rowcount >= at_least
+
+
 def _ids_call(env: Env, request: protocol.Request) -> Any:
     """Send ``request`` as it is (its id fixed by the caller: a retry sends it again)."""
     request.project = str(env.project)
@@ -912,11 +925,7 @@ def test_a_change_retried_after_sigkill_gets_its_first_reply_and_changes_nothing
         before = {e["id"]: e for e in _call(env, protocol.Export(include_archived=True))["entries"]}
         daemon.kill()
         if not reply_kept:
-            slug = next(p.name for p in (env.data / "projects").iterdir())
-            conn = sqlite3.connect(env.data / "projects" / slug / "memory.db")
-            with conn:
-                assert conn.execute("UPDATE requests SET reply=NULL").rowcount >= len(sent)
-            conn.close()
+            _erase_replies(env, len(sent))
         daemon = Daemon(env).start()
         imported_ids = [i for i, e in before.items() if e["content"].startswith("retry imported")]
         _call(env, protocol.Archive(targets=[first[1]["id"], *imported_ids]))
@@ -993,21 +1002,16 @@ def test_a_retry_whose_reply_was_lost_is_answered_from_its_journaled_event(env: 
         first = [_ids_call(env, r) for r in sent]
         before = _state(env)
         daemon.kill()
-        slug = next(p.name for p in (env.data / "projects").iterdir())
-        conn = sqlite3.connect(env.data / "projects" / slug / "memory.db")
-        with conn:
-            assert conn.execute("UPDATE requests SET reply=NULL").rowcount >= len(sent)
-        conn.close()
+        _erase_replies(env, len(sent))
         daemon = Daemon(env).start()
 
         assert [_ids_call(env, r) for r in sent] == first
         assert _state(env) == before  # nothing changed by the retries
         assert [n["content"] for n in before["notes"]] == ["rotate the staging keys on friday"]
-        conn = sqlite3.connect(env.data / "projects" / slug / "memory.db")
-        with conn:  # the rebuilt replies kept: a next retry reads them, not the journal
+        with contextlib.closing(sqlite3.connect(_memory_db(env))) as conn:
+            # The rebuilt replies kept: a next retry reads them, not the journal.
             kept = conn.execute("SELECT id FROM requests WHERE reply IS NOT NULL").fetchall()
-            assert {r.id for r in sent} <= {row[0] for row in kept}
-        conn.close()
+        assert {r.id for r in sent} <= {row[0] for row in kept}
         assert_check_ok(env)
     finally:
         daemon.stop()

@@ -729,7 +729,7 @@ class SearchIndex:
         promoted = store.settled_findings(finding_ids) if finding_ids else set()
         if ids:
             # One delete for them all: a delete by term holds a scorer's weight (~1 KB) per id
-            # until the commit, ~2.4 MB at the peak of a compaction (bench/memory.py).
+            # until the commit, ~2.4 MB at the peak of a 30k compaction (heaptrack).
             self._w.delete_documents_by_query(tantivy.Query.term_set_query(self._schema, "id", ids))
         for doc_id in ids:
             if doc_id in entries:

@@ -382,8 +382,10 @@ class ProjectMemory:
             return None
         if record.reply is not None:
             return record.reply
-        rebuilt = self._rebuilt_result(req, record.effects)
-        if rebuilt is None and isinstance(req, _ONE_EVENT_CHANGES):
+        if not isinstance(req, _ONE_EVENT_CHANGES):
+            return self._rebuilt_result(req, record.effects)
+        rebuilt = self._rebuilt_from_journal(req)
+        if rebuilt is None:
             return p.encode(
                 p.Error(
                     id=req.id,
@@ -440,16 +442,14 @@ class ProjectMemory:
                     duplicates=max(0, lines - imported - len(rejected)),
                     rejected=rejected,
                 )
-        return self._rebuilt_from_journal(req)
+        return None
 
     def _rebuilt_from_journal(self, req: p.Request[Any]) -> msgspec.Struct | None:
         """The result of a change that journaled one event and says no more in its effects
         (a note, a link, a focus, a release, a resolve, an alias, a review decision), rebuilt
         from that event; lists (notes pending, the session's focus, aliases) as they are now.
-        None when the journal no longer holds it (trimmed): the request is run again."""
+        None when the journal no longer holds it (trimmed since)."""
         assert isinstance(req.id, str)
-        if not isinstance(req, _ONE_EVENT_CHANGES):
-            return None  # nothing to find: the journal is not read
         events = self.journal.events_of(req.id)
         match req, events[-1] if events else None:
             case p.NoteAdd(), NoteAdded() as e:
